@@ -1,0 +1,81 @@
+# Perch build. `make run` and `make test` are the two set-up commands; both
+# install what they need on a fresh machine.
+SHELL := /bin/bash
+GO    ?= go
+PKG   := github.com/perchhq/perch
+STEP  := .ci/step
+
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT     ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+BUILD_TIME ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS    := -s -w -X $(PKG)/appliance/version.Version=$(VERSION) \
+              -X $(PKG)/appliance/version.Commit=$(COMMIT) \
+              -X $(PKG)/appliance/version.BuildTime=$(BUILD_TIME)
+GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+
+# Where `make run` keeps its config, workspace and database.
+RUN_HOME ?= $(CURDIR)/.perch
+
+.PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo fuzz bench clean
+
+all: build
+
+build:
+	$(GOBUILD) -o bin/perch ./cmd/perch
+
+run: build
+	@if [ ! -f "$(RUN_HOME)/config.json" ]; then PERCH_HOME="$(RUN_HOME)" bin/perch onboard; fi
+	PERCH_HOME="$(RUN_HOME)" PERCH_GATEWAY_HOST=127.0.0.1 PERCH_SHOW_TOKEN=1 bin/perch gateway
+
+test:
+	@$(STEP) deps .ci/deps
+	@$(STEP) lint $(MAKE) --no-print-directory lint
+	@$(STEP) "go test -race" .ci/gotest
+	@$(STEP) cross $(MAKE) --no-print-directory cross
+	@$(STEP) fuzz $(MAKE) --no-print-directory fuzz
+
+deps:
+	.ci/deps
+
+lint: fmt-check vet staticcheck
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) tool -modfile=tools/go.mod staticcheck ./...
+
+unit:
+	.ci/gotest
+
+# Stripped, static builds for the boards. armv6 runs on every Pi (Zero/1
+# included), so the armhf .deb carries it.
+cross:
+	@mkdir -p dist
+	GOOS=linux GOARCH=amd64 $(GOBUILD) -o dist/perch_linux_amd64 ./cmd/perch
+	GOOS=linux GOARCH=arm64 $(GOBUILD) -o dist/perch_linux_arm64 ./cmd/perch
+	GOOS=linux GOARCH=arm GOARM=7 $(GOBUILD) -o dist/perch_linux_armv7 ./cmd/perch
+	GOOS=linux GOARCH=arm GOARM=6 $(GOBUILD) -o dist/perch_linux_armv6 ./cmd/perch
+	@ls -l dist/perch_linux_*
+
+# Short fuzz runs of every Fuzz target (10s each); FUZZTIME=1m for longer.
+FUZZTIME ?= 10s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./appliance/...
+	$(GO) run ./bench/load -bin bin/perch
+
+clean:
+	rm -rf bin dist

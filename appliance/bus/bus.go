@@ -1,0 +1,146 @@
+// Package bus carries messages between the chat channels and the agent.
+//
+// Inbound messages come from channels, /chat, cron jobs, heartbeats and device
+// events; outbound messages go from the agent (or a tool) to the dispatcher,
+// which hands each to the channel it names. Both directions are bounded
+// queues: a full queue is reported to the sender instead of growing memory.
+package bus
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Internal channels never reach an external platform; their messages are
+// logged only (spec §6 rule 1).
+const (
+	ChannelCLI      = "cli"
+	ChannelSystem   = "system"
+	ChannelSubagent = "subagent"
+)
+
+// IsInternal reports whether channel is one of the internal channels.
+func IsInternal(channel string) bool {
+	switch channel {
+	case ChannelCLI, ChannelSystem, ChannelSubagent, "":
+		return true
+	}
+	return false
+}
+
+// Media is a file attached to an inbound message, already saved locally.
+type Media struct {
+	Kind string `json:"kind"` // image, audio, video, file, sticker
+	Path string `json:"path,omitempty"`
+	Name string `json:"name,omitempty"`
+	MIME string `json:"mime,omitempty"`
+}
+
+// Inbound is a message for the agent.
+type Inbound struct {
+	Channel    string
+	ChatID     string
+	SenderID   string
+	SessionKey string // "<channel>:<chat>" unless the source chose one
+	Text       string
+	Media      []Media
+	// ReplyTo identifies the platform message to quote in the answer.
+	ReplyTo  string
+	Metadata map[string]string
+}
+
+// Key returns the message's session key, deriving "<channel>:<chat>" when the
+// source gave none.
+func (m Inbound) Key() string {
+	if m.SessionKey != "" {
+		return m.SessionKey
+	}
+	return m.Channel + ":" + m.ChatID
+}
+
+// Outbound is a message for a channel.
+type Outbound struct {
+	Channel string
+	ChatID  string
+	Text    string
+	ReplyTo string
+	Media   []Media
+}
+
+// ErrFull is returned when a queue has no room; the caller decides whether to
+// drop, retry or answer "busy".
+var ErrFull = errors.New("bus: queue full")
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("bus: closed")
+
+// Bus is a pair of bounded queues.
+type Bus struct {
+	in  chan Inbound
+	out chan Outbound
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+// New returns a bus whose queues hold size messages each.
+func New(size int) *Bus {
+	if size < 1 {
+		size = 1
+	}
+	return &Bus{in: make(chan Inbound, size), out: make(chan Outbound, size)}
+}
+
+// PublishInbound queues m for the agent, waiting for room until ctx ends.
+func (b *Bus) PublishInbound(ctx context.Context, m Inbound) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return ErrClosed
+	}
+	select {
+	case b.in <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// PublishOutbound queues m for the dispatcher without waiting: the agent must
+// never stall on a slow channel.
+func (b *Bus) PublishOutbound(m Outbound) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return ErrClosed
+	}
+	select {
+	case b.out <- m:
+		return nil
+	default:
+		return ErrFull
+	}
+}
+
+// Inbound returns the queue the agent reads.
+func (b *Bus) Inbound() <-chan Inbound { return b.in }
+
+// Outbound returns the queue the dispatcher reads.
+func (b *Bus) Outbound() <-chan Outbound { return b.out }
+
+// InboundDepth and OutboundDepth report queued messages, for /admin/status.
+func (b *Bus) InboundDepth() int  { return len(b.in) }
+func (b *Bus) OutboundDepth() int { return len(b.out) }
+
+// Close stops accepting messages and closes both queues so readers finish.
+func (b *Bus) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.closed = true
+	close(b.in)
+	close(b.out)
+}
