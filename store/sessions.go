@@ -273,4 +273,3 @@ func (db *DB) TotalUsage() (Usage, error) {
 	})
 	return u, err
 }
-

@@ -230,4 +230,3 @@ func (f Func) Schema() Schema {
 
 // Execute implements Tool.
 func (f Func) Execute(ctx context.Context, args Args) Result { return f.Run(ctx, args) }
-
