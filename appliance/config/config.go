@@ -140,8 +140,15 @@ type Devices struct {
 
 // Tools configures individual tools.
 type Tools struct {
-	Exec ExecTool `json:"exec"`
-	Web  WebTools `json:"web"`
+	Exec  ExecTool  `json:"exec"`
+	Web   WebTools  `json:"web"`
+	Image ImageTool `json:"image"`
+}
+
+// ImageTool configures generate_image, served by the chat provider's
+// /images/generations endpoint.
+type ImageTool struct {
+	Model string `json:"model"`
 }
 
 // ExecTool configures the shell tool.
@@ -222,6 +229,7 @@ func Default() *Config {
 				APIBase:  "https://api.search.brave.com/res/v1",
 				HTMLBase: "https://html.duckduckgo.com",
 			}},
+			Image: ImageTool{Model: "gpt-image-1"},
 		},
 		Sensors: []Sensor{},
 	}
