@@ -359,3 +359,22 @@ func setFromString(v reflect.Value, s string) error {
 	}
 	return nil
 }
+
+// SecretState is one secret's path and whether it is set.
+type SecretState struct {
+	Path string
+	Set  bool
+}
+
+// Secrets lists every secret key of c with whether it is set, for status
+// output that must never show the values.
+func (c *Config) Secrets() []SecretState {
+	var out []SecretState
+	walkLeaves(reflect.ValueOf(c).Elem(), "", func(path string, v reflect.Value) error {
+		if v.Type() == secretType {
+			out = append(out, SecretState{Path: path, Set: v.String() != ""})
+		}
+		return nil
+	})
+	return out
+}

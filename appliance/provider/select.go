@@ -115,7 +115,7 @@ func missingKey(name string) error {
 }
 
 func noneConfigured() error {
-	return fmt.Errorf("%w: set providers.openrouter.api_key (or OPENROUTER_API_KEY) and agents.defaults.model, e.g. openai/gpt-4o-mini; or use the setup form on the web page", ErrNoProvider)
+	return fmt.Errorf("%w: set providers.openrouter.api_key (or OPENROUTER_API_KEY) and agents.defaults.model, e.g. openai/gpt-4o-mini", ErrNoProvider)
 }
 
 func vendorProvider(vendor string) string {
