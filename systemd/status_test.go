@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,30 @@ func TestUnitStatusDefaultsToTheSystemBus(t *testing.T) {
 	}
 	if !strings.HasPrefix(got, "● perch.service - Perch AI agent gateway\n") {
 		t.Fatalf("unexpected status:\n%s", got)
+	}
+}
+
+// TestUnitStatusLeavesNoGoroutines: each call's two D-Bus connections and
+// their dispatchers are gone after it returns (the page may poll).
+func TestUnitStatusLeavesNoGoroutines(t *testing.T) {
+	c, _ := client(t, runningUnit)
+	if _, err := c.UnitStatus(context.Background(), "perch.service"); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	for range 20 {
+		if _, err := c.UnitStatus(context.Background(), "perch.service"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Connections close asynchronously: poll, with a deadline.
+	after := runtime.NumGoroutine()
+	for deadline := time.Now().Add(5 * time.Second); after > before && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		after = runtime.NumGoroutine()
+	}
+	if after > before {
+		t.Fatalf("%d goroutines after 20 calls, %d before", after, before)
 	}
 }
 
