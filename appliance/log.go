@@ -30,7 +30,7 @@ func NewLogger(w io.Writer, debug bool) *slog.Logger {
 			return a
 		}
 	}
-	return slog.New(tint.NewHandler(w, opts))
+	return slog.New(tint.NewTextHandler(w, opts))
 }
 
 func isTerminal(f *os.File) bool {

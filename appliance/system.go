@@ -17,6 +17,7 @@ import (
 	"github.com/perchhq/perch/appliance/schedule"
 	"github.com/perchhq/perch/appliance/tools"
 	"github.com/perchhq/perch/store"
+	"github.com/perchhq/perch/systemd"
 )
 
 // System holds every service of a running Perch; fields are nil for the
@@ -35,6 +36,7 @@ type System struct {
 	Heartbeat *schedule.Heartbeat
 	HTTP      *gateway.Server
 	Checks    *gateway.Checks
+	Watchdog  *systemd.Watchdog
 
 	pidWritten bool
 	// commandRunner runs cron command jobs (the sandboxed exec runner).
@@ -147,7 +149,15 @@ func (s *System) BuildGateway() error {
 	s.HTTP.RegisterCore(gateway.Deps{
 		Agent: s.Agent, Store: s.Store, Checks: s.Checks, Workspace: cfg.WorkspaceDir(),
 		StatusExtra: s.statusExtra,
+		ServiceStatus: func(ctx context.Context) (string, error) {
+			return systemd.UnitStatus(ctx, systemd.UnitName)
+		},
+		Logs: func(ctx context.Context) (string, error) {
+			return systemd.Logs(ctx, systemd.UnitName, systemd.DefaultLogEntries)
+		},
 	})
+	// systemd restarts a gateway whose store stops answering.
+	s.Watchdog = systemd.NewWatchdog(func() bool { return s.Store.Ping() == nil })
 	s.registerAdminAPI()
 	return s.HTTP.Listen()
 }
@@ -222,13 +232,20 @@ func (s *System) Start(ctx context.Context) error {
 		}
 	}
 	serveErr := make(chan error, 1)
+	s.HTTP.SetReady(true)
 	go func() { serveErr <- s.HTTP.Serve() }()
+	// The pid file announces a gateway that is ready to take requests.
 	if err := writePID(s.Cfg.PIDPath(), s.HTTP.Addr()); err != nil {
 		s.Log.Warn("cannot write the pid file; CLI commands will not find this gateway", "path", s.Cfg.PIDPath(), "err", err)
 	} else {
 		s.pidWritten = true
 	}
-	s.HTTP.SetReady(true)
+	if _, err := systemd.Ready(); err != nil {
+		s.Log.Warn("sd_notify READY failed", "err", err)
+	}
+	if err := s.Watchdog.Start(ctx); err != nil {
+		s.Log.Warn("systemd watchdog not started", "err", err)
+	}
 	go func() {
 		if err := <-serveErr; err != nil {
 			s.Log.Error("HTTP server stopped", "err", err)
@@ -246,6 +263,10 @@ func (s *System) Stop(ctx context.Context) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", what, err))
 		}
+	}
+	systemd.Stopping()
+	if s.Watchdog != nil {
+		note("watchdog", s.Watchdog.Stop(ctx))
 	}
 	var httpDone chan error
 	if s.HTTP != nil {

@@ -75,7 +75,7 @@ func (c Client) UnitStatus(ctx context.Context, unit string) (string, error) {
 	// comes back as LoadState "not-found" rather than as an error.
 	units, err := conn.ListUnitsByNamesContext(ctx, []string{unit})
 	if err != nil {
-		return "", callError(addr, unit, err)
+		return "", callError(ctx, addr, unit, err)
 	}
 	if len(units) == 0 {
 		return "", fmt.Errorf("systemd: %w %q: systemd refused it", ErrBadUnitName, unit)
@@ -86,14 +86,14 @@ func (c Client) UnitStatus(ctx context.Context, unit string) (string, error) {
 	}
 	props, err := conn.GetUnitPathPropertiesContext(ctx, u.Path)
 	if err != nil {
-		return "", callError(addr, unit, err)
+		return "", callError(ctx, addr, unit, err)
 	}
 	// Only services have the Service interface (MainPID, memory, tasks);
 	// other unit types just show less.
 	if strings.HasSuffix(unit, ".service") {
 		svc, err := conn.GetUnitTypePropertiesContext(ctx, unit, "Service")
 		if err != nil {
-			return "", callError(addr, unit, err)
+			return "", callError(ctx, addr, unit, err)
 		}
 		for k, v := range svc {
 			props[k] = v
@@ -133,7 +133,7 @@ func busLabel(addr string) string {
 }
 
 // callError sorts the failures of a method call on a bus that answered.
-func callError(addr, unit string, err error) error {
+func callError(ctx context.Context, addr, unit string, err error) error {
 	switch dbusErrorName(err) {
 	case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
 		return fmt.Errorf("systemd: %w (the D-Bus at %s has no org.freedesktop.systemd1): /admin/service needs the gateway to run under systemd: %v",
@@ -143,7 +143,9 @@ func callError(addr, unit string, err error) error {
 	case "org.freedesktop.DBus.Error.AccessDenied":
 		return fmt.Errorf("systemd: reading %s was denied by the D-Bus policy (the gateway's user may not query systemd; check /usr/share/dbus-1/system.d): %w", unit, err)
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	// A timed-out call can surface as the closed connection rather than the
+	// deadline, depending on which goroutine notices first.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("systemd: systemd did not answer about %s in time (is it overloaded or hung?): %w", unit, err)
 	}
 	return fmt.Errorf("systemd: asking about %s: %w", unit, err)

@@ -45,15 +45,14 @@ type Options struct {
 
 // Server is the HTTP gateway.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	router   *httprouter.Router
-	srv      *http.Server
-	ln       net.Listener
-	lanOnly  bool // token empty on a non-loopback address: loopback clients only
-	ready    atomic.Bool
-	started  time.Time
-	inflight atomic.Int64
+	opts    Options
+	log     *slog.Logger
+	router  *httprouter.Router
+	srv     *http.Server
+	ln      net.Listener
+	lanOnly bool // token empty on a non-loopback address: loopback clients only
+	ready   atomic.Bool
+	started time.Time
 }
 
 // New returns a server with no routes; add them with Handle.

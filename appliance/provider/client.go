@@ -162,6 +162,7 @@ func (c *Client) chat(ctx context.Context, model string, msgs []openai.ChatCompl
 		// These families reject max_tokens and any temperature.
 		req.MaxCompletionTokens = c.maxTokens
 	} else {
+		//lint:ignore SA1019 the spec sends max_tokens; most OpenAI-compatible providers know only that name
 		req.MaxTokens = c.maxTokens
 		req.Temperature = float32(c.temperature)
 		if c.temperature == 0 {
