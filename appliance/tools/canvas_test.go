@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,8 +50,7 @@ func TestCanvas(t *testing.T) {
 	idPattern := regexp.MustCompile(`^n-[0-9a-f]{8}$`)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewRegistry(slog.New(slog.DiscardHandler))
-			r.Register(NewCanvas())
+			r := registryOf(NewCanvas())
 			res := r.Execute(context.Background(), "canvas", tt.args)
 			if tt.wantErr != "" {
 				wantErr(t, res, tt.wantErr)

@@ -25,10 +25,7 @@ func myTools() []Tool {
 // descriptions and parameter schemas, in the provider's wire format. Review a
 // diff here as you would a change to a user interface.
 func TestToolDefinitionsGolden(t *testing.T) {
-	r := NewRegistry(nil)
-	for _, tool := range myTools() {
-		r.Register(tool)
-	}
+	r := registryOf(myTools()...)
 	b, err := json.MarshalIndent(r.ProviderDefinitions(), "", "  ")
 	must(t, err)
 	golden(t, "definitions.golden.json", append(b, '\n'))

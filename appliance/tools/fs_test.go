@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,10 +57,7 @@ func newFSFixture(t testing.TB, restrict bool) *fsFixture {
 	} {
 		must(t, os.Symlink(target, filepath.Join(fx.ws, link)))
 	}
-	fx.reg = NewRegistry(slog.New(slog.DiscardHandler))
-	for _, tool := range NewFS(FSOptions{Dir: fx.ws, Restrict: restrict}) {
-		fx.reg.Register(tool)
-	}
+	fx.reg = registryOf(NewFS(FSOptions{Dir: fx.ws, Restrict: restrict})...)
 	return fx
 }
 
@@ -196,10 +192,7 @@ func TestWorkspaceThroughSymlinkedParent(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(real, "a.txt"), []byte("A"), 0o644))
 	alias := filepath.Join(t.TempDir(), "alias")
 	must(t, os.Symlink(real, alias))
-	reg := NewRegistry(nil)
-	for _, tool := range NewFS(FSOptions{Dir: alias, Restrict: true}) {
-		reg.Register(tool)
-	}
+	reg := registryOf(NewFS(FSOptions{Dir: alias, Restrict: true})...)
 	for _, p := range []string{filepath.Join(alias, "a.txt"), filepath.Join(real, "a.txt")} {
 		if res := reg.Execute(context.Background(), "read_file", `{"path":"`+p+`"}`); res.ForLLM != "A" {
 			t.Errorf("read %s = %q", p, res.ForLLM)
@@ -269,10 +262,7 @@ func TestReadFile(t *testing.T) {
 // reads the whole file, each part cut after a full line or character.
 func TestReadFileInPartsReassembles(t *testing.T) {
 	dir := t.TempDir()
-	reg := NewRegistry(nil)
-	for _, tool := range NewFS(FSOptions{Dir: dir, Restrict: true, MaxReadBytes: 100}) {
-		reg.Register(tool)
-	}
+	reg := registryOf(NewFS(FSOptions{Dir: dir, Restrict: true, MaxReadBytes: 100})...)
 	var want strings.Builder
 	for i := range 40 {
 		want.WriteString(strings.Repeat("é€", i%7) + "line\n")
@@ -487,10 +477,7 @@ func TestEditFile(t *testing.T) {
 	})
 	t.Run("too large", func(t *testing.T) {
 		dir := t.TempDir()
-		reg := NewRegistry(nil)
-		for _, tool := range NewFS(FSOptions{Dir: dir, Restrict: true, MaxEditBytes: 10}) {
-			reg.Register(tool)
-		}
+		reg := registryOf(NewFS(FSOptions{Dir: dir, Restrict: true, MaxEditBytes: 10})...)
 		must(t, os.WriteFile(filepath.Join(dir, "big"), []byte(strings.Repeat("x", 11)), 0o644))
 		wantErr(t, reg.Execute(context.Background(), "edit_file", `{"path":"big","old_text":"x","new_text":"y"}`), "11 bytes, more than edit_file loads (10)")
 	})
@@ -555,10 +542,7 @@ func TestListDirCapsEntries(t *testing.T) {
 	for i := range 30 {
 		must(t, os.WriteFile(filepath.Join(dir, "f"+itoa(int64(100+i))), nil, 0o644))
 	}
-	reg := NewRegistry(nil)
-	for _, tool := range NewFS(FSOptions{Dir: dir, Restrict: true, MaxListEntries: 10}) {
-		reg.Register(tool)
-	}
+	reg := registryOf(NewFS(FSOptions{Dir: dir, Restrict: true, MaxListEntries: 10})...)
 	res := reg.Execute(context.Background(), "list_dir", `{"path":"."}`)
 	lines := strings.Split(res.ForLLM, "\n")
 	if len(lines) != 11 || !strings.Contains(lines[10], "listing stopped after 10 entries") {
@@ -570,10 +554,7 @@ func TestListDirCapsEntries(t *testing.T) {
 // before anything made the workspace.
 func TestMissingWorkspaceIsCreated(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "not", "yet")
-	reg := NewRegistry(nil)
-	for _, tool := range NewFS(FSOptions{Dir: dir, Restrict: true}) {
-		reg.Register(tool)
-	}
+	reg := registryOf(NewFS(FSOptions{Dir: dir, Restrict: true})...)
 	wantOK(t, reg.Execute(context.Background(), "write_file", `{"path":"a.txt","content":"x"}`))
 	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "x" {
 		t.Errorf("file = %q", b)

@@ -8,7 +8,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"log/slog"
 	"strings"
 	"testing"
 )
@@ -39,9 +38,7 @@ func pngBase64(t *testing.T, w, h int) string {
 }
 
 func imageRegistry(gen ImageGenerator) *Registry {
-	r := NewRegistry(slog.New(slog.DiscardHandler))
-	r.Register(NewImage(ImageOptions{Generator: gen}))
-	return r
+	return registryOf(NewImage(ImageOptions{Generator: gen}))
 }
 
 // TestGenerateImageGoesToTheCanvas: the user gets the image as a canvas

@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 
 	"github.com/perchhq/perch/appliance/bus"
@@ -47,8 +46,7 @@ func TestMessage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := bus.New(4)
-			r := NewRegistry(slog.New(slog.DiscardHandler))
-			r.Register(NewMessage(MessageOptions{Send: b.PublishOutbound}))
+			r := registryOf(NewMessage(MessageOptions{Send: b.PublishOutbound}))
 			res := r.ExecuteWith(context.Background(), "message", tt.args, tt.call)
 			if tt.wantErr != "" {
 				wantErr(t, res, tt.wantErr)

@@ -53,6 +53,16 @@ func newTestRegistry(t *testing.T) (*Registry, *bytes.Buffer) {
 	return NewRegistry(slog.New(h)), &logs
 }
 
+// registryOf returns a quiet registry holding tools, as the agent would
+// call them.
+func registryOf(tools ...Tool) *Registry {
+	r := NewRegistry(slog.New(slog.DiscardHandler))
+	for _, t := range tools {
+		r.Register(t)
+	}
+	return r
+}
+
 type lockedWriter struct {
 	mu sync.Mutex
 	w  *bytes.Buffer

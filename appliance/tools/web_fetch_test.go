@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,9 +17,7 @@ import (
 )
 
 func fetchRegistry(opts WebFetchOptions) *Registry {
-	r := NewRegistry(slog.New(slog.DiscardHandler))
-	r.Register(NewWebFetch(opts))
-	return r
+	return registryOf(NewWebFetch(opts))
 }
 
 func fetch(t *testing.T, r *Registry, url string, extra ...string) Result {

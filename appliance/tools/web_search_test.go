@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,9 +11,7 @@ import (
 )
 
 func searchRegistry(opts WebSearchOptions) *Registry {
-	r := NewRegistry(slog.New(slog.DiscardHandler))
-	r.Register(NewWebSearch(opts))
-	return r
+	return registryOf(NewWebSearch(opts))
 }
 
 // braveFake speaks the Brave Search API's wire format for the requests it
