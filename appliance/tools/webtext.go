@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"io"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ func htmlToText(r io.Reader, limit int) (pageText, error) {
 					title.Write(z.Text())
 				}
 			default:
-				w.text(string(z.Text()), pre > 0)
+				w.text(z.Text(), pre > 0)
 			}
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := z.TagName()
@@ -123,7 +124,7 @@ func htmlToText(r io.Reader, limit int) (pageText, error) {
 			case atom.Img:
 				if hasAttr {
 					if alt := strings.TrimSpace(attrOf(z, "alt")); alt != "" {
-						w.text(" [image: "+alt+"] ", false)
+						w.text([]byte(" [image: "+alt+"] "), false)
 					}
 				}
 			}
@@ -230,14 +231,18 @@ func (w *textWriter) flush() {
 	w.space = false
 }
 
-func (w *textWriter) text(s string, pre bool) {
+// text writes a text token; it takes the tokenizer's bytes as they are, so
+// a page of a million words costs no allocation per word.
+func (w *textWriter) text(s []byte, pre bool) {
 	if w.skipNL {
 		w.skipNL = false
 		if pre {
-			s = strings.TrimPrefix(strings.TrimPrefix(s, "\r"), "\n")
+			s = bytes.TrimPrefix(bytes.TrimPrefix(s, []byte("\r")), []byte("\n"))
 		}
 	}
-	for _, r := range s {
+	for len(s) > 0 {
+		r, size := utf8.DecodeRune(s)
+		s = s[size:]
 		if pre {
 			if r == '\n' {
 				w.flush()
