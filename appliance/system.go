@@ -103,6 +103,22 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 // registerTools offers the model every tool this build has.
 func (s *System) registerTools() {
 	r := s.Tools
+	cfg := s.Cfg
+	for _, t := range tools.NewFS(tools.FSOptions{Dir: cfg.WorkspaceDir(), Restrict: cfg.Agents.Defaults.RestrictToWorkspace}) {
+		r.Register(t)
+	}
+	web := cfg.Tools.Web
+	r.Register(tools.NewWebSearch(tools.WebSearchOptions{
+		APIKey: string(web.Search.APIKey), APIBase: web.Search.APIBase, HTMLBase: web.Search.HTMLBase,
+	}))
+	r.Register(tools.NewWebFetch(tools.WebFetchOptions{AllowPrivate: web.Fetch.AllowPrivate}))
+	r.Register(tools.NewMessage(tools.MessageOptions{Send: s.Bus.PublishOutbound}))
+	r.Register(tools.NewCanvas())
+	var images tools.ImageGenerator
+	if s.Provider != nil { // a nil *Client in the interface would not read as "none"
+		images = s.Provider
+	}
+	r.Register(tools.NewImage(tools.ImageOptions{Generator: images}))
 	r.Register(tools.NewSubagent(s.Agent.Subagents()))
 	r.Register(tools.NewSpawn(s.Agent.Subagents()))
 	r.Register(tools.NewCron(cronTool{s}))

@@ -142,6 +142,9 @@ func (r *Registry) Summaries() []string {
 	out := make([]string, 0, len(defs))
 	for _, d := range defs {
 		desc := d.Description
+		if i := strings.IndexByte(desc, '\n'); i > 0 {
+			desc = strings.TrimSpace(desc[:i])
+		}
 		if i := strings.Index(desc, ". "); i > 0 {
 			desc = desc[:i+1]
 		}
