@@ -109,7 +109,7 @@ func (s *System) registerTools() {
 	}
 	web := cfg.Tools.Web
 	r.Register(tools.NewWebSearch(tools.WebSearchOptions{
-		APIKey: string(web.Search.APIKey), APIBase: web.Search.APIBase, HTMLBase: web.Search.HTMLBase,
+		APIKey: web.Search.APIKey.Value(), APIBase: web.Search.APIBase, HTMLBase: web.Search.HTMLBase,
 	}))
 	r.Register(tools.NewWebFetch(tools.WebFetchOptions{AllowPrivate: web.Fetch.AllowPrivate}))
 	r.Register(tools.NewMessage(tools.MessageOptions{Send: s.Bus.PublishOutbound}))

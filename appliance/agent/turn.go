@@ -64,7 +64,9 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 
 	reg := l.opts.Tools
 	defs := reg.ProviderDefinitions()
+	defsJSON := reg.ProviderDefinitionsJSON()
 	if len(o.hide) > 0 {
+		defsJSON = nil
 		kept := make([]openai.Tool, 0, len(defs))
 		for _, d := range defs {
 			if !o.hide[d.Function.Name] {
@@ -88,7 +90,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	)
 	for round := 0; round < l.opts.MaxToolIterations; round++ {
 		start := time.Now()
-		resp, err := p.Chat(ctx, provider.Request{Messages: msgs, Tools: defs})
+		resp, err := p.Chat(ctx, provider.Request{Messages: msgs, Tools: defs, ToolsJSON: defsJSON})
 		if err != nil {
 			l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "error",
 				"took", time.Since(start).Round(time.Microsecond), "err", err)

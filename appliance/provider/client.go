@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +28,9 @@ type Request struct {
 	// Tools are offered with tool_choice "auto" unless the model is known
 	// to reject them.
 	Tools []openai.Tool
+	// ToolsJSON, when set, is Tools already encoded as a JSON array (the
+	// registry caches it: the definitions are the same every turn).
+	ToolsJSON []byte
 }
 
 // Response is the model's answer.
@@ -136,13 +141,13 @@ func (c *Client) Chat(ctx context.Context, r Request) (*Response, error) {
 	if _, no := c.noTools.Load(model); no {
 		tools = nil
 	}
-	resp, err := c.chat(ctx, model, r.Messages, tools)
+	resp, err := c.chat(ctx, model, r.Messages, tools, r.ToolsJSON)
 	if err != nil {
 		var pe *Error
 		if errors.As(err, &pe) && pe.Kind == KindNoTools && len(tools) > 0 {
 			c.noTools.Store(model, true)
 			c.log.Warn("model rejects tool definitions; using it without tools from now on", "provider", c.name, "model", model)
-			resp, err = c.chat(ctx, model, r.Messages, nil)
+			resp, err = c.chat(ctx, model, r.Messages, nil, nil)
 			if resp != nil {
 				resp.ToolsDropped = true
 			}
@@ -151,37 +156,48 @@ func (c *Client) Chat(ctx context.Context, r Request) (*Response, error) {
 	return resp, err
 }
 
-func (c *Client) chat(ctx context.Context, model string, msgs []openai.ChatCompletionMessage, tools []openai.Tool) (*Response, error) {
-	req := openai.ChatCompletionRequest{Model: model, Messages: msgs}
+func (c *Client) chat(ctx context.Context, model string, msgs []openai.ChatCompletionMessage, tools []openai.Tool, toolsJSON []byte) (*Response, error) {
+	b := chatBody{model: model}
 	if len(tools) > 0 {
-		req.Tools = tools
-		req.ToolChoice = "auto"
+		b.toolsJSON = toolsJSON
+		if b.toolsJSON == nil {
+			var err error
+			if b.toolsJSON, err = json.Marshal(tools); err != nil {
+				return nil, fmt.Errorf("provider: encode tools: %w", err)
+			}
+		}
 	}
-	st := &callState{}
 	if isReasoningModel(model) {
 		// These families reject max_tokens and any temperature.
-		req.MaxCompletionTokens = c.maxTokens
+		b.maxCompletionTokens = c.maxTokens
 	} else {
-		//lint:ignore SA1019 the spec sends max_tokens; most OpenAI-compatible providers know only that name
-		req.MaxTokens = c.maxTokens
-		req.Temperature = float32(c.temperature)
-		if c.temperature == 0 {
-			// go-openai drops a zero temperature (omitempty); the
-			// provider's default (often 1.0) is not what was asked for.
-			st.extra = map[string]any{"temperature": 0}
-		}
+		b.maxTokens = c.maxTokens
+		t := c.temperature
+		b.temperature = &t
 	}
 	if len(c.fallbacks) > 0 {
-		if st.extra == nil {
-			st.extra = map[string]any{}
-		}
-		st.extra["route"] = "fallback"
-		st.extra["models"] = append([]string{model}, c.fallbacks...)
+		b.route = "fallback"
+		b.models = append([]string{model}, c.fallbacks...)
 	}
-	out, err := c.oa.CreateChatCompletion(withState(ctx, st), req)
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= 1<<20 { // don't pin a huge buffer
+			bufPool.Put(buf)
+		}
+	}()
+	if err := encodeChat(buf, b, msgs); err != nil {
+		return nil, fmt.Errorf("provider: encode request: %w", err)
+	}
+	st := &callState{}
+	out, err := c.postChat(withState(ctx, st), buf.Bytes())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		var pe *Error
+		if errors.As(err, &pe) {
+			return nil, pe
 		}
 		return nil, c.classify(err, c.choice.Configured, int(st.retries.Load()))
 	}

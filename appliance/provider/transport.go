@@ -1,9 +1,7 @@
 package provider
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -38,10 +36,9 @@ type transport struct {
 	log    *slog.Logger
 }
 
-// callState travels in the request context: extra body fields to merge and
-// what happened, for error messages.
+// callState travels in the request context and counts retries, for error
+// messages.
 type callState struct {
-	extra   map[string]any
 	retries atomic.Int32
 }
 
@@ -83,11 +80,6 @@ func newHTTPClient(proxy string) (*http.Client, error) {
 func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	st, _ := ctx.Value(stateKey{}).(*callState)
-	if st != nil && len(st.extra) > 0 && req.Body != nil {
-		if err := mergeBody(req, st.extra); err != nil {
-			return nil, err
-		}
-	}
 	if t.tokens != nil {
 		tok, err := t.tokens.Token()
 		if err != nil {
@@ -201,34 +193,6 @@ func retryAfter(v string) (time.Duration, bool) {
 		return d, true
 	}
 	return 0, false
-}
-
-// mergeBody adds fields to the JSON request body go-openai built.
-func mergeBody(req *http.Request, extra map[string]any) error {
-	raw, err := io.ReadAll(req.Body)
-	req.Body.Close()
-	if err != nil {
-		return err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return err
-	}
-	for k, v := range extra {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		m[k] = b
-	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	req.Body = io.NopCloser(bytes.NewReader(out))
-	req.ContentLength = int64(len(out))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
-	return nil
 }
 
 type adcError struct{ err error }
