@@ -151,6 +151,10 @@ func appendString(out []byte, s string) []byte {
 				out = append(out, '\\', 'r')
 			case '\t':
 				out = append(out, '\\', 't')
+			case '\b':
+				out = append(out, '\\', 'b')
+			case '\f':
+				out = append(out, '\\', 'f')
 			default:
 				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
