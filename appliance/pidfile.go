@@ -7,8 +7,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-
-	"github.com/perchhq/perch/appliance/config"
 )
 
 // PIDInfo is the content of {config_dir}/perch.pid.
@@ -17,9 +15,16 @@ type PIDInfo struct {
 	Addr string `json:"addr"`
 }
 
+// writePID writes the pid file atomically (temp file and rename) but not
+// durably: it describes this boot's process only, and an fsync would cost
+// start-up time for nothing.
 func writePID(path, addr string) error {
 	data, _ := json.Marshal(PIDInfo{PID: os.Getpid(), Addr: addr})
-	return config.WriteFileAtomic(path, append(data, '\n'), 0o644)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // readPID returns the running gateway named by path, or an error when there

@@ -92,25 +92,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if err := b.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists([]byte(BucketMeta))
-		if err != nil {
-			return err
-		}
-		if v := meta.Get(keySchema); v != nil {
-			if n := binary.BigEndian.Uint64(v); n > SchemaVersion {
-				return fmt.Errorf("%w: file has schema %d, this perch knows %d; upgrade perch", ErrNewerSchema, n, SchemaVersion)
-			}
-		} else if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
-			return err
-		}
-		for _, name := range []string{BucketSessions, BucketCron, BucketDevices} {
-			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := initialise(b); err != nil {
 		b.Close()
 		if errors.Is(err, ErrNewerSchema) {
 			return nil, err
@@ -127,6 +109,53 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	go db.committer()
 	return db, nil
+}
+
+// initialise checks the schema and creates missing buckets. A file that is
+// already set up costs only a read transaction: a write would cost two
+// fsyncs on every start.
+func initialise(b *bolt.DB) error {
+	ready := false
+	err := b.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket([]byte(BucketMeta))
+		if meta == nil {
+			return nil
+		}
+		if v := meta.Get(keySchema); v != nil {
+			if n := binary.BigEndian.Uint64(v); n > SchemaVersion {
+				return fmt.Errorf("%w: file has schema %d, this perch knows %d; upgrade perch", ErrNewerSchema, n, SchemaVersion)
+			}
+		} else {
+			return nil
+		}
+		for _, name := range []string{BucketSessions, BucketCron, BucketDevices} {
+			if tx.Bucket([]byte(name)) == nil {
+				return nil
+			}
+		}
+		ready = true
+		return nil
+	})
+	if err != nil || ready {
+		return err
+	}
+	return b.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists([]byte(BucketMeta))
+		if err != nil {
+			return err
+		}
+		if meta.Get(keySchema) == nil {
+			if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
+				return err
+			}
+		}
+		for _, name := range []string{BucketSessions, BucketCron, BucketDevices} {
+			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Path is the database file.

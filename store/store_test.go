@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/perchhq/perch/store"
 	"github.com/perchhq/perch/store/storetest"
@@ -337,4 +340,25 @@ func BenchmarkAppendParallel16(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestNewerSchemaRefused: a file from a newer perch is not touched.
+func TestNewerSchemaRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db, _ := store.Open(path, store.Options{})
+	db.Close()
+	b, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Update(func(tx *bolt.Tx) error {
+		v := make([]byte, 8)
+		binary.BigEndian.PutUint64(v, 99)
+		return tx.Bucket([]byte("meta")).Put([]byte("schema"), v)
+	})
+	b.Close()
+	_, err = store.Open(path, store.Options{})
+	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), "upgrade perch") {
+		t.Fatalf("err = %v", err)
+	}
 }
