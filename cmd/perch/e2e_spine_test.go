@@ -448,3 +448,32 @@ func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
 		t.Fatal("no request was acknowledged before the kill")
 	}
 }
+
+// TestDebugLogsCallsNotSecrets: --debug shows every tool and provider call,
+// never a secret.
+func TestDebugLogsCallsNotSecrets(t *testing.T) {
+	h := NewHome(t, func(c map[string]any) {
+		c["tools"] = map[string]any{"web": map[string]any{"search": map[string]any{"api_key": "brave-secret-key"}}}
+	})
+	h.Fake.Enqueue(
+		providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "c1", Name: "cron", Args: `{"action":"list"}`}}},
+		providertest.Reply{Content: "ok", Usage: [3]int{11, 4, 15}},
+	)
+	g := h.Start("--debug")
+	g.MustChat("dbg:1", "list jobs")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(g.Stderr(), "total_tokens=15") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	log := g.Stderr()
+	for _, want := range []string{"tool call", "tool=cron", "session=dbg:1", "provider call", "model=openai/gpt-4o-mini", "status=ok", "total_tokens=15"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("debug log lacks %q", want)
+		}
+	}
+	for _, secret := range []string{"sk-or-e2e-secret", "brave-secret-key", "test-token"} {
+		if strings.Contains(log, secret) {
+			t.Errorf("debug log contains the secret %q", secret)
+		}
+	}
+}
