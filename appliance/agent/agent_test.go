@@ -357,3 +357,24 @@ func TestSkillsInPrompt(t *testing.T) {
 		t.Errorf("skills %+v", s)
 	}
 }
+
+// TestStopCancelsTurnsInFlight: shutting down does not wait out a slow
+// provider; the turn ends with ErrStopped.
+func TestStopCancelsTurnsInFlight(t *testing.T) {
+	f := newFixture(t, nil)
+	f.fake.Default = func(providertest.ChatRequest) providertest.Reply {
+		time.Sleep(3 * time.Second)
+		return providertest.Reply{Content: "late"}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.loop.Process(context.Background(), in("slow", "x"))
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	f.loop.Stop(context.Background())
+	if err := <-errc; !errors.Is(err, agent.ErrStopped) || time.Since(start) > time.Second {
+		t.Fatalf("err %v after %v", err, time.Since(start))
+	}
+}

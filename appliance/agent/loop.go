@@ -70,12 +70,16 @@ type Loop struct {
 	cmdMu    sync.RWMutex
 	commands map[string]Command
 
-	lastMu     sync.Mutex
-	lastRoute  [2]string
-	subagents  *Subagents
-	started    time.Time
-	stopOnce   sync.Once
-	stopCh     chan struct{}
+	lastMu    sync.Mutex
+	lastRoute [2]string
+	subagents *Subagents
+	started   time.Time
+	stopOnce  sync.Once
+	stopCh    chan struct{}
+	// base is cancelled by Stop: every turn's context derives from it, so
+	// shutting down cancels turns in flight (spec §1).
+	base       context.Context
+	cancelBase context.CancelFunc
 	consumerWG sync.WaitGroup
 	turnsWG    sync.WaitGroup
 }
@@ -126,6 +130,7 @@ func New(opts Options) *Loop {
 		started:  time.Now(),
 		stopCh:   make(chan struct{}),
 	}
+	l.base, l.cancelBase = context.WithCancel(context.Background())
 	l.SetProvider(opts.Provider, opts.NoProvider)
 	l.subagents = newSubagents(l, opts.MaxSubagents)
 	l.registerBuiltins()
@@ -183,16 +188,7 @@ func (l *Loop) Start(ctx context.Context) error {
 
 // answer runs a bus message's turn and sends the reply back on its channel.
 func (l *Loop) answer(in bus.Inbound) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-l.stopCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	rep, err := l.Process(ctx, in)
+	rep, err := l.Process(l.base, in)
 	text := ""
 	switch {
 	case err == nil:
@@ -213,7 +209,10 @@ func (l *Loop) answer(in bus.Inbound) {
 
 // Stop cancels running turns and subagents and waits for them.
 func (l *Loop) Stop(ctx context.Context) error {
-	l.stopOnce.Do(func() { close(l.stopCh) })
+	l.stopOnce.Do(func() {
+		close(l.stopCh)
+		l.cancelBase()
+	})
 	done := make(chan struct{})
 	go func() {
 		l.consumerWG.Wait()
@@ -305,6 +304,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, l.opts.TurnTimeout)
 	defer cancel()
+	defer context.AfterFunc(l.base, cancel)()
 
 	unlock, err := l.lockSession(ctx, key)
 	if err != nil {
@@ -341,6 +341,9 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 }
 
 func (l *Loop) ctxErr(ctx context.Context, err error) error {
+	if l.base.Err() != nil {
+		return ErrStopped
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return ErrTimeout
 	}

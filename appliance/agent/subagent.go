@@ -75,15 +75,8 @@ func (s *Subagents) Spawn(ctx context.Context, task, label string) (string, erro
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		bg, cancel := context.WithTimeout(context.Background(), s.l.opts.TurnTimeout)
+		bg, cancel := context.WithTimeout(s.l.base, s.l.opts.TurnTimeout)
 		defer cancel()
-		go func() {
-			select {
-			case <-s.l.stopCh:
-				cancel()
-			case <-bg.Done():
-			}
-		}()
 		out, err := s.execute(bg, info)
 		s.finish(info, err)
 		name := info.Label

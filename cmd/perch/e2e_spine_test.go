@@ -477,3 +477,33 @@ func TestDebugLogsCallsNotSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestSIGTERMCancelsTurnInFlight: a slow provider does not hold up a clean
+// stop; the waiting client gets a 503.
+func TestSIGTERMCancelsTurnInFlight(t *testing.T) {
+	h := NewHome(t, nil)
+	h.Fake.Default = func(providertest.ChatRequest) providertest.Reply {
+		time.Sleep(3 * time.Second)
+		return providertest.Reply{Content: "too late"}
+	}
+	g := h.Start()
+	got := make(chan int, 1)
+	go func() {
+		status, _ := g.Chat("slow:1", "take your time")
+		got <- status
+	}()
+	for h.Fake.Calls() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	g.Signal(syscall.SIGTERM)
+	if code := g.Wait(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("stop took %v with a turn in flight", el)
+	}
+	if status := <-got; status != 503 {
+		t.Errorf("client got %d, want 503", status)
+	}
+}
