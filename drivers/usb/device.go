@@ -63,11 +63,16 @@ func (d Device) Name() string {
 
 // String returns one line describing the device: name, ids, serial and port.
 func (d Device) String() string {
-	s := d.Name() + " [" + d.ID()
-	if d.Serial != "" {
-		s += ", serial " + d.Serial
+	name := d.Name()
+	var facts []string
+	if !strings.Contains(name, d.ID()) {
+		facts = append(facts, d.ID())
 	}
-	return s + ", port " + d.Port + "]"
+	if d.Serial != "" {
+		facts = append(facts, "serial "+d.Serial)
+	}
+	facts = append(facts, "port "+d.Port)
+	return name + " [" + strings.Join(facts, ", ") + "]"
 }
 
 // IsRootHub reports whether d is a host controller's root hub (usb1, usb2,
