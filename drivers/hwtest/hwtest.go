@@ -14,6 +14,7 @@ package hwtest
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"periph.io/x/conn/v3/i2c"
@@ -24,12 +25,24 @@ import (
 	"periph.io/x/conn/v3/spi/spitest"
 )
 
-// I2C registers bus as name, aliases (optional) and number (-1 for none) until the test ends,
-// then closes it and reports its error: a Playback with operations left over
-// fails the test.
-func I2C(t testing.TB, name string, aliases []string, number int, bus i2c.BusCloser) {
+// I2CBus is a registered I²C fake.
+type I2CBus struct {
+	opens atomic.Int32
+}
+
+// Opens is how many times the code under test opened the bus.
+func (b *I2CBus) Opens() int { return int(b.opens.Load()) }
+
+// I2C registers bus as name, aliases (optional) and number (-1 for none)
+// until the test ends, then closes it and reports its error: a Playback with
+// operations left over fails the test.
+func I2C(t testing.TB, name string, aliases []string, number int, bus i2c.BusCloser) *I2CBus {
 	t.Helper()
-	open := func() (i2c.BusCloser, error) { return keepOpenBus{bus}, nil }
+	reg := &I2CBus{}
+	open := func() (i2c.BusCloser, error) {
+		reg.opens.Add(1)
+		return keepOpenBus{bus}, nil
+	}
 	if err := i2creg.Register(name, aliases, number, open); err != nil {
 		t.Fatalf("hwtest: register I2C bus %s: %v", name, err)
 	}
@@ -41,6 +54,7 @@ func I2C(t testing.TB, name string, aliases []string, number int, bus i2c.BusClo
 			t.Errorf("hwtest: I2C bus %s: %v", name, err)
 		}
 	})
+	return reg
 }
 
 // keepOpenBus hides Close from the code under test, so one Playback can
@@ -61,9 +75,13 @@ type Connect struct {
 type SPIPort struct {
 	pb *spitest.Playback
 
+	opens    atomic.Int32
 	mu       sync.Mutex
 	connects []Connect
 }
+
+// Opens is how many times the code under test opened the port.
+func (p *SPIPort) Opens() int { return int(p.opens.Load()) }
 
 // Connects returns the parameters of every Connect so far.
 func (p *SPIPort) Connects() []Connect {
@@ -77,7 +95,10 @@ func (p *SPIPort) Connects() []Connect {
 func SPI(t testing.TB, name string, aliases []string, number int, pb *spitest.Playback) *SPIPort {
 	t.Helper()
 	p := &SPIPort{pb: pb}
-	open := func() (spi.PortCloser, error) { return &spiHandle{p: p}, nil }
+	open := func() (spi.PortCloser, error) {
+		p.opens.Add(1)
+		return &spiHandle{p: p}, nil
+	}
 	if err := spireg.Register(name, aliases, number, open); err != nil {
 		t.Fatalf("hwtest: register SPI port %s: %v", name, err)
 	}

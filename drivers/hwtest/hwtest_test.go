@@ -20,7 +20,7 @@ func TestI2CSurvivesCloseOfTheCodeUnderTest(t *testing.T) {
 		{Addr: 0x40, W: []byte{1}},
 		{Addr: 0x40, R: []byte{7}},
 	}}
-	I2C(t, "HWTEST-I2C", []string{"HWTEST-ALIAS"}, 97, pb)
+	reg := I2C(t, "HWTEST-I2C", []string{"HWTEST-ALIAS"}, 97, pb)
 	for i, name := range []string{"97", "HWTEST-ALIAS"} {
 		b, err := i2creg.Open(name)
 		if err != nil {
@@ -43,8 +43,8 @@ func TestI2CSurvivesCloseOfTheCodeUnderTest(t *testing.T) {
 			t.Errorf("read %v, want [7]", r)
 		}
 	}
-	if pb.Count != 2 {
-		t.Errorf("playback consumed %d ops, want 2", pb.Count)
+	if pb.Count != 2 || reg.Opens() != 2 {
+		t.Errorf("playback consumed %d ops in %d opens, want 2 in 2", pb.Count, reg.Opens())
 	}
 }
 
@@ -79,6 +79,9 @@ func TestSPIRecordsConnectParameters(t *testing.T) {
 		p.Close()
 	}
 	got := port.Connects()
+	if port.Opens() != 2 {
+		t.Errorf("%d opens, want 2", port.Opens())
+	}
 	if len(got) != 2 || got[0].Freq != physic.MegaHertz || got[1].Mode != spi.Mode3 || got[1].Bits != 16 {
 		t.Errorf("Connects() = %+v", got)
 	}

@@ -153,3 +153,7 @@ func crc8(data []byte) byte {
 	}
 	return crc
 }
+
+// Description says what a part measures, e.g. "Bosch BME280 temperature,
+// pressure and humidity"; "" for an unknown type.
+func Description(typ string) string { return parts[typ].desc }

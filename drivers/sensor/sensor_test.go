@@ -322,7 +322,7 @@ func TestMissingBusNeverBlocksTheSet(t *testing.T) {
 		t.Errorf("ds18b20 status %+v", st[1])
 	}
 	all := set.ReadAll(context.Background())
-	if all[0].Error == "" || !strings.Contains(all[0].Error, "sensor kitchen (bme280, 0x76 on I2C bus 99)") {
+	if all[0].Error == "" || !strings.HasPrefix(all[0].String(), "kitchen (bme280, 0x76 on I2C bus 99): i2c: ") {
 		t.Errorf("reading %+v", all[0])
 	}
 	if all[1].Error != "" || len(all[1].Values) != 1 {

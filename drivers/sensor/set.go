@@ -73,19 +73,22 @@ func (sp Spec) Where() string {
 
 // Reading is one sensor's measurement, or why there is none.
 type Reading struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	Where string `json:"where"`
 	// Chip is the part the driver found, when it can tell ("BMP280").
 	Chip   string  `json:"chip,omitempty"`
 	Values []Value `json:"values,omitempty"`
-	Error  string  `json:"error,omitempty"`
+	// Error is why there are no values.
+	Error string `json:"error,omitempty"`
 }
 
-// String returns one line: "kitchen (bme280, 0x76 on I2C bus 1):
-// temperature 23.72 °C, pressure 1009.43 hPa, humidity 65.3 %".
+// String returns one line: "kitchen: temperature 23.72 °C, pressure
+// 1009.43 hPa, humidity 65.3 %", or "garage (sht3x, 0x44 on I2C bus 1):
+// <why not>".
 func (r Reading) String() string {
 	if r.Error != "" {
-		return r.Name + ": " + r.Error
+		return fmt.Sprintf("%s (%s, %s): %s", r.Name, r.Type, r.Where, r.Error)
 	}
 	vals := make([]string, len(r.Values))
 	for i, v := range r.Values {
@@ -116,7 +119,8 @@ func (s *Set) Read(ctx context.Context, name string) (Reading, error) {
 		for i, x := range s.specs {
 			known[i] = x.Name
 		}
-		return Reading{Name: name, Error: "not configured"}, &UnknownSensorError{Name: name, Known: known}
+		err := &UnknownSensorError{Name: name, Known: known}
+		return Reading{Name: name, Error: err.Error()}, err
 	}
 	return s.read(ctx, sp)
 }
@@ -133,12 +137,11 @@ func (s *Set) ReadAll(ctx context.Context) []Reading {
 }
 
 func (s *Set) read(ctx context.Context, sp Spec) (Reading, error) {
-	r := Reading{Name: sp.Name, Type: sp.Type}
+	r := Reading{Name: sp.Name, Type: sp.Type, Where: sp.Where()}
 	vals, chip, err := s.measure(ctx, sp)
 	if err != nil {
-		err = fmt.Errorf("sensor %s (%s, %s): %w", sp.Name, sp.Type, sp.Where(), err)
 		r.Error = err.Error()
-		return r, err
+		return r, fmt.Errorf("sensor %s (%s, %s): %w", sp.Name, sp.Type, sp.Where(), err)
 	}
 	r.Values, r.Chip = vals, chip
 	return r, nil
