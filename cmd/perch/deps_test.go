@@ -56,14 +56,14 @@ var deniedPackages = []string{
 const maxArm64Bytes = 12 << 20
 
 type listedPackage struct {
-	ImportPath string
-	Standard   bool
+	ImportPath     string
+	Standard       bool
 	GoFiles        []string
 	CgoFiles       []string
 	IgnoredGoFiles []string
-	Module     *struct{ Path string }
-	Error      *struct{ Err string }
-	DepsErrors []*struct{ Err string }
+	Module         *struct{ Path string }
+	Error          *struct{ Err string }
+	DepsErrors     []*struct{ Err string }
 }
 
 func goTool(t *testing.T) string {
