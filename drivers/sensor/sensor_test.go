@@ -396,3 +396,23 @@ func TestValueString(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestNameAndIDSyntax(t *testing.T) {
+	for name, want := range map[string]bool{
+		"kitchen": true, "Living room": true, "desk.light_2": true, "Küche": true, "温度": true, "a": true,
+		"": false, " lead": false, "-x": false, "a/b": false, "a\tb": false,
+		strings.Repeat("x", 40): true, strings.Repeat("x", 41): false,
+	} {
+		if got := validName(name); got != want {
+			t.Errorf("validName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	for id, want := range map[string]bool{
+		"28-0316a2795aff": true, "10-000802b4f1c2": true,
+		"28-0316A2795AFF": false, "28_0316a2795aff": false, "28-0316a2795af": false, "28-0316a2795affe": false, "2g-0316a2795aff": false,
+	} {
+		if got := validW1ID(id); got != want {
+			t.Errorf("validW1ID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
