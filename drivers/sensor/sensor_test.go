@@ -416,3 +416,24 @@ func TestNameAndIDSyntax(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckIsAlwaysOK: a missing bus is news for /ready's message, never a
+// reason to report the gateway not ready.
+func TestCheckIsAlwaysOK(t *testing.T) {
+	hwtest.I2C(t, "FAKE-CHECK-BUS", nil, 72, &i2ctest.Playback{DontPanic: true})
+	set, err := NewSet([]Spec{
+		{Name: "kitchen", Type: "bme280", Bus: "72"},
+		{Name: "garage", Type: "sht3x", Bus: "98"},
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, msg := set.Check()
+	if !ok || !strings.HasPrefix(msg, "1 of 2 sensors ready; garage: i2c: unknown bus \"98\"") {
+		t.Errorf("Check() = %v, %q", ok, msg)
+	}
+	empty, _ := NewSet(nil, Options{})
+	if ok, msg := empty.Check(); !ok || msg != "no sensors configured" {
+		t.Errorf("Check() = %v, %q", ok, msg)
+	}
+}

@@ -206,3 +206,27 @@ func (s *Set) Status() []Status {
 	}
 	return out
 }
+
+// Check is a readiness check for /ready: always ok, since sensors never stop
+// the gateway serving chat; the message says how many are ready and why the
+// others are not.
+func (s *Set) Check() (bool, string) {
+	if len(s.specs) == 0 {
+		return true, "no sensors configured"
+	}
+	st := s.Status()
+	ready := 0
+	var problems []string
+	for _, x := range st {
+		if x.OK {
+			ready++
+		} else {
+			problems = append(problems, x.Name+": "+x.Message)
+		}
+	}
+	msg := fmt.Sprintf("%d of %d sensors ready", ready, len(st))
+	if len(problems) > 0 {
+		msg += "; " + strings.Join(problems, "; ")
+	}
+	return true, msg
+}
