@@ -93,26 +93,16 @@ func lookup(name string) (*i2creg.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
-	name = strings.TrimSpace(name)
-	if name == "" {
-		return all[0], nil
-	}
-	want := normalize(name)
-	for _, r := range all {
-		if normalize(r.Name) == want || (r.Number >= 0 && strconv.Itoa(r.Number) == want) {
-			return r, nil
-		}
-		for _, a := range r.Aliases {
-			if normalize(a) == want {
-				return r, nil
-			}
-		}
-	}
+	list := make([]periphhost.Ref, len(all))
 	names := make([]string, len(all))
 	for i, r := range all {
+		list[i] = periphhost.Ref{Name: r.Name, Aliases: r.Aliases, Number: r.Number}
 		names[i] = BusInfo{Name: r.Name, Number: r.Number}.String()
 	}
-	return nil, fmt.Errorf("%w %q; buses present: %s", ErrUnknownBus, name, strings.Join(names, ", "))
+	if i := periphhost.Find(list, name, normalize); i >= 0 {
+		return all[i], nil
+	}
+	return nil, fmt.Errorf("%w %q; buses present: %s", ErrUnknownBus, strings.TrimSpace(name), strings.Join(names, ", "))
 }
 
 // normalize maps the spellings people use for a kernel bus ("I2C1", "i2c-1",
@@ -196,17 +186,11 @@ func CheckLength(n int) error {
 // Bytes converts integer values (as a model sends them) to bytes, refusing
 // any outside 0-255 and more than MaxLength of them.
 func Bytes(vals []int64) ([]byte, error) {
-	if len(vals) > MaxLength {
-		return nil, fmt.Errorf("%w: %d data bytes; at most %d per write", ErrInvalid, len(vals), MaxLength)
+	b, err := periphhost.Bytes(vals, MaxLength)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	out := make([]byte, len(vals))
-	for i, v := range vals {
-		if v < 0 || v > 0xFF {
-			return nil, fmt.Errorf("%w: data[%d] = %d is not a byte (0-255)", ErrInvalid, i, v)
-		}
-		out[i] = byte(v)
-	}
-	return out, nil
+	return b, nil
 }
 
 // Read reads n bytes from the device at addr.

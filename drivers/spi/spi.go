@@ -97,26 +97,16 @@ func lookup(name string) (*spireg.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
-	name = strings.TrimSpace(name)
-	if name == "" {
-		return all[0], nil
-	}
-	want := normalize(name)
-	for _, r := range all {
-		if normalize(r.Name) == want || (r.Number >= 0 && strconv.Itoa(r.Number) == want) {
-			return r, nil
-		}
-		for _, a := range r.Aliases {
-			if normalize(a) == want {
-				return r, nil
-			}
-		}
-	}
+	list := make([]periphhost.Ref, len(all))
 	names := make([]string, len(all))
 	for i, r := range all {
+		list[i] = periphhost.Ref{Name: r.Name, Aliases: r.Aliases, Number: r.Number}
 		names[i] = r.Name
 	}
-	return nil, fmt.Errorf("%w %q; devices present: %s", ErrUnknownDevice, name, strings.Join(names, ", "))
+	if i := periphhost.Find(list, name, normalize); i >= 0 {
+		return all[i], nil
+	}
+	return nil, fmt.Errorf("%w %q; devices present: %s", ErrUnknownDevice, strings.TrimSpace(name), strings.Join(names, ", "))
 }
 
 // normalize maps "SPI0.0", "spidev0.0", "/dev/spidev0.0" and "0.0" to "0.0".
@@ -198,19 +188,13 @@ func (c Config) CheckLength(n int) error {
 }
 
 // Bytes converts integer values (as a model sends them) to bytes, refusing
-// any outside 0-255.
+// any outside 0-255 and more than MaxLength of them.
 func Bytes(vals []int64) ([]byte, error) {
-	if len(vals) > MaxLength {
-		return nil, fmt.Errorf("%w: %d data bytes; at most %d per transfer", ErrInvalid, len(vals), MaxLength)
+	b, err := periphhost.Bytes(vals, MaxLength)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	out := make([]byte, len(vals))
-	for i, v := range vals {
-		if v < 0 || v > 0xFF {
-			return nil, fmt.Errorf("%w: data[%d] = %d is not a byte (0-255)", ErrInvalid, i, v)
-		}
-		out[i] = byte(v)
-	}
-	return out, nil
+	return b, nil
 }
 
 // Transfer sends w to device and returns the len(w) bytes clocked in.

@@ -1,4 +1,6 @@
-// Package periphhost loads periph.io's Linux bus drivers once, on first use.
+// Package periphhost loads periph.io's Linux bus drivers once, on first use,
+// and holds what drivers/i2c and drivers/spi share: finding a registered bus
+// by the names people use for it, and checking byte arguments.
 //
 // # Concepts
 //
