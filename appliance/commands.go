@@ -13,6 +13,7 @@ import (
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/gateway"
 	"github.com/perchhq/perch/appliance/schedule"
+	"github.com/perchhq/perch/appliance/tools"
 )
 
 // registerCommands adds the offline chat commands beyond the agent's own.
@@ -25,18 +26,15 @@ func (s *System) registerCommands() {
 		}
 		return formatJobs(jobs), nil
 	}})
-	s.Agent.RegisterCommand(agent.Command{Name: "/sensors", Help: "read the configured sensors", Run: func(context.Context, bus.Inbound, string) (string, error) {
-		if len(s.Cfg.Sensors) == 0 {
-			return "No sensors are configured. Add them to the config's \"sensors\" list, e.g. {\"name\": \"room\", \"type\": \"bme280\", \"bus\": \"1\", \"address\": 118}.", nil
-		}
-		var sb strings.Builder
-		for _, sn := range s.Cfg.Sensors {
-			fmt.Fprintf(&sb, "%s: %s on bus %s at 0x%02x (not readable in this build)\n", sn.Name, sn.Type, sn.Bus, sn.Address)
-		}
-		return strings.TrimSpace(sb.String()), nil
+	s.Agent.RegisterCommand(agent.Command{Name: "/sensors", Help: "read the configured sensors", Run: func(ctx context.Context, _ bus.Inbound, _ string) (string, error) {
+		return tools.SensorsReport(ctx, s.Sensors), nil
 	}})
-	s.Agent.RegisterCommand(agent.Command{Name: "/devices", Help: "list USB devices seen by the device monitor", Run: func(context.Context, bus.Inbound, string) (string, error) {
-		return "Device monitoring is not available in this build.", nil
+	s.Agent.RegisterCommand(agent.Command{Name: "/devices", Help: "USB devices, I2C buses and SPI devices present", Run: func(context.Context, bus.Inbound, string) (string, error) {
+		if s.Devices == nil {
+			return tools.DevicesReport(nil, "the device monitor runs only in the gateway"), nil
+		}
+		_, msg := s.Devices.Check()
+		return tools.DevicesReport(s.Devices.Devices(), msg), nil
 	}})
 }
 

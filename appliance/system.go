@@ -12,10 +12,13 @@ import (
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/schedule"
 	"github.com/perchhq/perch/appliance/tools"
+	"github.com/perchhq/perch/drivers/sensor"
+	"github.com/perchhq/perch/drivers/usb"
 	"github.com/perchhq/perch/store"
 	"github.com/perchhq/perch/systemd"
 )
@@ -37,6 +40,8 @@ type System struct {
 	HTTP      *gateway.Server
 	Checks    *gateway.Checks
 	Watchdog  *systemd.Watchdog
+	Sensors   *sensor.Set
+	Devices   *devices.Service
 
 	pidWritten bool
 	// commandRunner runs cron command jobs (the sandboxed exec runner).
@@ -95,6 +100,12 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		loc, _ = time.LoadLocation(d.Timezone) // validated at load
 	}
 	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log})
+	// Validation only: no bus is opened until a sensor is read.
+	s.Sensors, err = sensor.NewSet(cfg.Sensors, sensor.Options{})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	s.registerTools()
 	s.registerCommands()
 	return s, nil
@@ -122,6 +133,9 @@ func (s *System) registerTools() {
 	r.Register(tools.NewSubagent(s.Agent.Subagents()))
 	r.Register(tools.NewSpawn(s.Agent.Subagents()))
 	r.Register(tools.NewCron(cronTool{s}))
+	for _, t := range tools.NewHardware(s.Sensors) {
+		r.Register(t)
+	}
 }
 
 // Close releases what NewCore opened (for commands that do not Start).
@@ -156,6 +170,10 @@ func (s *System) BuildGateway() error {
 			Log: s.Log,
 		})
 	}
+	s.Devices = devices.New(devices.Options{
+		Enabled: cfg.Devices.Enabled, MonitorUSB: cfg.Devices.MonitorUSB,
+		Notify: s.Bus.PublishOutbound, LastActive: s.Agent.LastActive, Store: s.Store, Log: s.Log,
+	})
 	s.Checks = gateway.NewChecks()
 	s.registerChecks()
 	s.HTTP = gateway.New(gateway.Options{
@@ -223,6 +241,9 @@ func (s *System) registerChecks() {
 	for name, fn := range s.Channels.Checks() {
 		s.Checks.Register(name, fn)
 	}
+	// Hardware informs; it never makes the gateway unready (CONTRACT.md).
+	s.Checks.Register("sensors", func(context.Context) (bool, string) { return s.Sensors.Check() })
+	s.Checks.Register("devices", func(context.Context) (bool, string) { return s.Devices.Check() })
 }
 
 // Start starts the services in spec §1's order and serves HTTP.
@@ -241,6 +262,10 @@ func (s *System) Start(ctx context.Context) error {
 			fn   func(context.Context) error
 		}{"heartbeat", s.Heartbeat.Start})
 	}
+	steps = append(steps, struct {
+		name string
+		fn   func(context.Context) error
+	}{"devices", s.Devices.Start})
 	for _, st := range steps {
 		if err := st.fn(ctx); err != nil {
 			s.Stop(context.WithoutCancel(ctx))
@@ -295,6 +320,9 @@ func (s *System) Stop(ctx context.Context) error {
 	if httpDone != nil {
 		note("http", <-httpDone)
 	}
+	if s.Devices != nil {
+		note("devices", s.Devices.Stop(ctx))
+	}
 	if s.Heartbeat != nil {
 		note("heartbeat", s.Heartbeat.Stop(ctx))
 	}
@@ -314,9 +342,13 @@ func (s *System) statusExtra(_ context.Context, out map[string]any) {
 	if s.Channels != nil {
 		out["channels"] = s.Channels.Names()
 	}
-	sensors := make([]map[string]any, 0, len(s.Cfg.Sensors))
-	for _, sn := range s.Cfg.Sensors {
-		sensors = append(sensors, map[string]any{"name": sn.Name, "type": sn.Type, "bus": sn.Bus, "address": sn.Address})
+	out["sensors"] = s.Sensors.Status()
+	if s.Devices != nil {
+		devs := s.Devices.Devices()
+		if devs == nil {
+			devs = []usb.Device{}
+		}
+		out["devices"] = devs
+		_, out["devices_monitor"] = s.Devices.Check()
 	}
-	out["sensors"] = sensors
 }

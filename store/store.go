@@ -356,3 +356,25 @@ func (db *DB) List(bucket string, fn func(key string, data []byte) error) error 
 		})
 	})
 }
+
+var keyUSB = []byte("usb")
+
+// LoadDevices returns the device service's saved state, or nil when none.
+func (db *DB) LoadDevices() ([]byte, error) {
+	var out []byte
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket([]byte(BucketDevices)).Get(keyUSB); v != nil {
+			out = append([]byte(nil), v...)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SaveDevices replaces the device service's saved state.
+func (db *DB) SaveDevices(data []byte) error {
+	data = append([]byte(nil), data...)
+	return db.update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(BucketDevices)).Put(keyUSB, data)
+	})
+}

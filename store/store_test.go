@@ -362,3 +362,14 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestDeviceStateRoundTrip(t *testing.T) {
+	db := storetest.Open(t)
+	if got, err := db.LoadDevices(); got != nil || err != nil {
+		t.Fatalf("fresh store: %q %v", got, err)
+	}
+	db.SaveDevices([]byte(`{"v":1}`))
+	if got, _ := db.LoadDevices(); string(got) != `{"v":1}` {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -16,18 +16,20 @@ package config
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/perchhq/perch/drivers/sensor"
 )
 
 // Config is the whole configuration.
 type Config struct {
-	Agents    Agents    `json:"agents"`
-	Providers Providers `json:"providers"`
-	Gateway   Gateway   `json:"gateway"`
-	Channels  Channels  `json:"channels"`
-	Heartbeat Heartbeat `json:"heartbeat"`
-	Devices   Devices   `json:"devices"`
-	Tools     Tools     `json:"tools"`
-	Sensors   []Sensor  `json:"sensors"`
+	Agents    Agents        `json:"agents"`
+	Providers Providers     `json:"providers"`
+	Gateway   Gateway       `json:"gateway"`
+	Channels  Channels      `json:"channels"`
+	Heartbeat Heartbeat     `json:"heartbeat"`
+	Devices   Devices       `json:"devices"`
+	Tools     Tools         `json:"tools"`
+	Sensors   []sensor.Spec `json:"sensors"`
 
 	// Where the config came from and where state lives; not part of the file.
 	path string
@@ -176,14 +178,6 @@ type WebFetch struct {
 	AllowPrivate bool `json:"allow_private"`
 }
 
-// Sensor says which part sits where.
-type Sensor struct {
-	Name    string `json:"name"`
-	Type    string `json:"type"`
-	Bus     string `json:"bus"`
-	Address int    `json:"address"`
-}
-
 // Default returns the configuration used for absent keys.
 func Default() *Config {
 	p := func(base string) Provider { return Provider{APIBase: base, MaxRetries: 3} }
@@ -231,7 +225,7 @@ func Default() *Config {
 			}},
 			Image: ImageTool{Model: "gpt-image-1"},
 		},
-		Sensors: []Sensor{},
+		Sensors: []sensor.Spec{},
 	}
 }
 

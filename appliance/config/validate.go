@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/perchhq/perch/drivers/sensor"
 )
 
 // Validate checks every value once, at start, and names the key to fix.
@@ -122,23 +124,8 @@ func (c *Config) Validate() error {
 		bad("tools.exec.timeout_seconds", "must be between 1 and 3600, got %d", c.Tools.Exec.TimeoutSeconds)
 	}
 
-	names := map[string]bool{}
-	for i, s := range c.Sensors {
-		key := fmt.Sprintf("sensors[%d]", i)
-		if s.Name == "" {
-			bad(key+".name", "is empty; give the sensor a name such as \"living-room\"")
-		} else if names[s.Name] {
-			bad(key+".name", "%q is used twice; sensor names must be unique", s.Name)
-		}
-		names[s.Name] = true
-		switch s.Type {
-		case "bme280", "bmp280", "sht3x", "bh1750", "ds18b20":
-		default:
-			bad(key+".type", "unknown sensor type %q; use bme280, bmp280, sht3x, bh1750 or ds18b20", s.Type)
-		}
-		if s.Type != "ds18b20" && (s.Address < 0x03 || s.Address > 0x77) {
-			bad(key+".address", "must be a 7-bit I2C address between 0x03 (3) and 0x77 (119), got %d", s.Address)
-		}
+	if err := sensor.ValidateSpecs(c.Sensors); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
