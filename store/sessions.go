@@ -1,7 +1,9 @@
 package store
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -51,13 +53,83 @@ type SessionInfo struct {
 	External bool      `json:"-"`
 }
 
+// infoRecord is a session's summary, rewritten by every append; it is
+// binary because it is decoded and encoded inside the write transaction of
+// every turn.
 type infoRecord struct {
-	Count   int       `json:"count"`
-	Created time.Time `json:"created"`
-	Updated time.Time `json:"updated"`
-	Usage   Usage     `json:"usage"`
-	Channel string    `json:"channel,omitempty"`
-	ChatID  string    `json:"chat_id,omitempty"`
+	Count   int
+	Created time.Time
+	Updated time.Time
+	Usage   Usage
+	Channel string
+	ChatID  string
+}
+
+const infoVersion = 1
+
+func (r *infoRecord) marshal() []byte {
+	b := make([]byte, 0, 64+len(r.Channel)+len(r.ChatID))
+	b = append(b, infoVersion)
+	b = binary.AppendUvarint(b, uint64(r.Count))
+	b = binary.AppendVarint(b, r.Created.UnixNano())
+	b = binary.AppendVarint(b, r.Updated.UnixNano())
+	b = binary.AppendVarint(b, r.Usage.PromptTokens)
+	b = binary.AppendVarint(b, r.Usage.CompletionTokens)
+	b = binary.AppendVarint(b, r.Usage.TotalTokens)
+	b = binary.AppendUvarint(b, uint64(len(r.Channel)))
+	b = append(b, r.Channel...)
+	b = binary.AppendUvarint(b, uint64(len(r.ChatID)))
+	return append(b, r.ChatID...)
+}
+
+var errDamagedInfo = errors.New("damaged session info record")
+
+func (r *infoRecord) unmarshal(b []byte) error {
+	if len(b) == 0 || b[0] != infoVersion {
+		return errDamagedInfo
+	}
+	b = b[1:]
+	u := func() uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			b = nil
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	i := func() int64 {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			b = nil
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	str := func() string {
+		n := u()
+		if uint64(len(b)) < n {
+			b = nil
+			return ""
+		}
+		s := string(b[:n])
+		b = b[n:]
+		return s
+	}
+	r.Count = int(u())
+	r.Created = time.Unix(0, i()).UTC()
+	r.Updated = time.Unix(0, i()).UTC()
+	r.Usage = Usage{i(), i(), i()}
+	r.Channel = str()
+	if b == nil {
+		return errDamagedInfo
+	}
+	r.ChatID = str()
+	if b == nil {
+		return errDamagedInfo
+	}
+	return nil
 }
 
 // Append adds msgs to session key in one durable transaction, adds usage to
@@ -91,7 +163,7 @@ func (db *DB) Append(key string, msgs []Message, usage Usage, limit int, route .
 		}
 		var info infoRecord
 		if v := sess.Get(keyInfo); v != nil {
-			if err := json.Unmarshal(v, &info); err != nil {
+			if err := info.unmarshal(v); err != nil {
 				return fmt.Errorf("session %q info: %w", key, err)
 			}
 		} else {
@@ -119,21 +191,13 @@ func (db *DB) Append(key string, msgs []Message, usage Usage, limit int, route .
 		if len(route) == 2 {
 			info.Channel, info.ChatID = route[0], route[1]
 		}
-		data, err := json.Marshal(info)
-		if err != nil {
-			return err
-		}
-		if err := sess.Put(keyInfo, data); err != nil {
+		if err := sess.Put(keyInfo, info.marshal()); err != nil {
 			return err
 		}
 		if usage != (Usage{}) {
 			meta := tx.Bucket([]byte(BucketMeta))
-			var total Usage
-			if v := meta.Get(keyUsage); v != nil {
-				_ = json.Unmarshal(v, &total) // a damaged total restarts from zero
-			}
-			data, _ := json.Marshal(total.Add(usage))
-			if err := meta.Put(keyUsage, data); err != nil {
+			total := decodeUsage(meta.Get(keyUsage)) // a damaged total restarts from zero
+			if err := meta.Put(keyUsage, encodeUsage(total.Add(usage))); err != nil {
 				return err
 			}
 		}
@@ -236,7 +300,7 @@ func decodeInfo(sess *bolt.Bucket, out *SessionInfo) error {
 		return nil
 	}
 	var info infoRecord
-	if err := json.Unmarshal(v, &info); err != nil {
+	if err := info.unmarshal(v); err != nil {
 		return fmt.Errorf("store: session %q info: %w", out.Key, err)
 	}
 	out.Count, out.Created, out.Updated, out.Usage = info.Count, info.Created, info.Updated, info.Usage
@@ -266,10 +330,23 @@ func (db *DB) Sessions() ([]SessionInfo, error) {
 func (db *DB) TotalUsage() (Usage, error) {
 	var u Usage
 	err := db.bolt.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket([]byte(BucketMeta)).Get(keyUsage); v != nil {
-			return json.Unmarshal(v, &u)
-		}
+		u = decodeUsage(tx.Bucket([]byte(BucketMeta)).Get(keyUsage))
 		return nil
 	})
 	return u, err
+}
+
+func encodeUsage(u Usage) []byte {
+	b := make([]byte, 24)
+	binary.BigEndian.PutUint64(b, uint64(u.PromptTokens))
+	binary.BigEndian.PutUint64(b[8:], uint64(u.CompletionTokens))
+	binary.BigEndian.PutUint64(b[16:], uint64(u.TotalTokens))
+	return b
+}
+
+func decodeUsage(b []byte) Usage {
+	if len(b) != 24 {
+		return Usage{}
+	}
+	return Usage{int64(binary.BigEndian.Uint64(b)), int64(binary.BigEndian.Uint64(b[8:])), int64(binary.BigEndian.Uint64(b[16:]))}
 }

@@ -75,10 +75,10 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		}
 		defs = kept
 	}
-	msgs := make([]openai.ChatCompletionMessage, 0, len(hist)+8)
-	msgs = append(msgs, openai.ChatCompletionMessage{Role: "system", Content: l.prompt.build(reg, in, sess.Key())})
-	msgs = appendConverted(msgs, hist)
-	msgs = appendConverted(msgs, []store.Message{user})
+	// The history is sent as stored, without a copy; this turn's messages
+	// follow it.
+	req := provider.Request{System: l.prompt.build(reg, in, sess.Key()), History: hist,
+		Messages: []store.Message{user}, Tools: defs, ToolsJSON: defsJSON}
 
 	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in)}
 	tctx := tools.WithCall(ctx, call)
@@ -90,7 +90,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	)
 	for round := 0; round < l.opts.MaxToolIterations; round++ {
 		start := time.Now()
-		resp, err := p.Chat(ctx, provider.Request{Messages: msgs, Tools: defs, ToolsJSON: defsJSON})
+		resp, err := p.Chat(ctx, req)
 		if err != nil {
 			l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "error",
 				"took", time.Since(start).Round(time.Microsecond), "err", err)
@@ -120,7 +120,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			am.ToolCalls = append(am.ToolCalls, store.ToolCall{ID: id, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
 		added = append(added, am)
-		msgs = appendConverted(msgs, []store.Message{am})
+		req.Messages = append(req.Messages, am)
 		for _, tc := range am.ToolCalls {
 			res := reg.Execute(tctx, tc.Name, tc.Arguments)
 			content := res.ForLLM
@@ -133,7 +133,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			}
 			tm := store.Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Name, Content: content, Time: time.Now().UnixMilli()}
 			added = append(added, tm)
-			msgs = appendConverted(msgs, []store.Message{tm})
+			req.Messages = append(req.Messages, tm)
 		}
 	}
 	if !done {
@@ -195,22 +195,4 @@ func userText(in bus.Inbound) string {
 		text += note
 	}
 	return text
-}
-
-func appendConverted(dst []openai.ChatCompletionMessage, msgs []store.Message) []openai.ChatCompletionMessage {
-	for _, m := range msgs {
-		om := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
-		if m.Role == "tool" {
-			om.Name = m.Name
-		}
-		if len(m.ToolCalls) > 0 {
-			om.ToolCalls = make([]openai.ToolCall, len(m.ToolCalls))
-			for i, tc := range m.ToolCalls {
-				om.ToolCalls[i] = openai.ToolCall{ID: tc.ID, Type: openai.ToolTypeFunction,
-					Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}}
-			}
-		}
-		dst = append(dst, om)
-	}
-	return dst
 }

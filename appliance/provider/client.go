@@ -13,6 +13,7 @@ import (
 	"github.com/sashabaranov/go-openai"
 
 	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/store"
 )
 
 // Usage counts tokens of one call.
@@ -22,9 +23,16 @@ type Usage struct {
 	TotalTokens      int
 }
 
-// Request is one chat-completions call.
+// Message is one conversation entry; the store's type, so a turn sends its
+// stored history without copying it.
+type Message = store.Message
+
+// Request is one chat-completions call: the system prompt, then the stored
+// history, then the current turn's messages.
 type Request struct {
-	Messages []openai.ChatCompletionMessage
+	System   string
+	History  []Message
+	Messages []Message
 	// Tools are offered with tool_choice "auto" unless the model is known
 	// to reject them.
 	Tools []openai.Tool
@@ -141,13 +149,13 @@ func (c *Client) Chat(ctx context.Context, r Request) (*Response, error) {
 	if _, no := c.noTools.Load(model); no {
 		tools = nil
 	}
-	resp, err := c.chat(ctx, model, r.Messages, tools, r.ToolsJSON)
+	resp, err := c.chat(ctx, model, r, tools, r.ToolsJSON)
 	if err != nil {
 		var pe *Error
 		if errors.As(err, &pe) && pe.Kind == KindNoTools && len(tools) > 0 {
 			c.noTools.Store(model, true)
 			c.log.Warn("model rejects tool definitions; using it without tools from now on", "provider", c.name, "model", model)
-			resp, err = c.chat(ctx, model, r.Messages, nil, nil)
+			resp, err = c.chat(ctx, model, r, nil, nil)
 			if resp != nil {
 				resp.ToolsDropped = true
 			}
@@ -156,7 +164,7 @@ func (c *Client) Chat(ctx context.Context, r Request) (*Response, error) {
 	return resp, err
 }
 
-func (c *Client) chat(ctx context.Context, model string, msgs []openai.ChatCompletionMessage, tools []openai.Tool, toolsJSON []byte) (*Response, error) {
+func (c *Client) chat(ctx context.Context, model string, r Request, tools []openai.Tool, toolsJSON []byte) (*Response, error) {
 	b := chatBody{model: model}
 	if len(tools) > 0 {
 		b.toolsJSON = toolsJSON
@@ -186,7 +194,7 @@ func (c *Client) chat(ctx context.Context, model string, msgs []openai.ChatCompl
 			bufPool.Put(buf)
 		}
 	}()
-	if err := encodeChat(buf, b, msgs); err != nil {
+	if err := encodeChat(buf, b, r); err != nil {
 		return nil, fmt.Errorf("provider: encode request: %w", err)
 	}
 	st := &callState{}

@@ -142,8 +142,8 @@ func newTestClient(t *testing.T, fake *providertest.Server, mutate func(c *confi
 	return cl
 }
 
-func userMsg(s string) []openai.ChatCompletionMessage {
-	return []openai.ChatCompletionMessage{{Role: "user", Content: s}}
+func userMsg(s string) []Message {
+	return []Message{{Role: "user", Content: s}}
 }
 
 func TestChatSendsDocumentedFields(t *testing.T) {

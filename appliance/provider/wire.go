@@ -17,9 +17,10 @@ import (
 // The chat call is encoded here rather than by go-openai's client, for three
 // reasons: go-openai marshals every message through a reflective
 // MarshalJSON, which was a quarter of the gateway's CPU per turn with a
-// 200-message history; it cannot send the aggregator's route/models fields;
-// and its omitempty drops a temperature of exactly 0. Responses and errors
-// still decode into go-openai's types, so the wire format stays theirs.
+// 200-message history, and needs the history copied into its message type
+// first; it cannot send the aggregator's route/models fields; and its
+// omitempty drops a temperature of exactly 0. Responses and errors still
+// decode into go-openai's types, so the wire format stays theirs.
 
 // chatBody holds what one request needs besides the messages.
 type chatBody struct {
@@ -35,19 +36,23 @@ type chatBody struct {
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // encodeChat writes the request body into buf.
-func encodeChat(buf *bytes.Buffer, b chatBody, msgs []openai.ChatCompletionMessage) error {
+func encodeChat(buf *bytes.Buffer, b chatBody, r Request) error {
 	out := buf.AvailableBuffer()
 	out = append(out, `{"model":`...)
 	out = appendString(out, b.model)
 	out = append(out, `,"messages":[`...)
-	for i := range msgs {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		var err error
-		out, err = appendMessage(out, &msgs[i])
-		if err != nil {
-			return err
+	first := true
+	if r.System != "" {
+		out = appendMessage(out, &Message{Role: "system", Content: r.System})
+		first = false
+	}
+	for _, part := range [2][]Message{r.History, r.Messages} {
+		for i := range part {
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			out = appendMessage(out, &part[i])
 		}
 	}
 	out = append(out, ']')
@@ -84,12 +89,7 @@ func encodeChat(buf *bytes.Buffer, b chatBody, msgs []openai.ChatCompletionMessa
 	return nil
 }
 
-func appendMessage(out []byte, m *openai.ChatCompletionMessage) ([]byte, error) {
-	if len(m.MultiContent) > 0 || m.FunctionCall != nil || m.ReasoningContent != "" || m.Refusal != "" {
-		// Rare shapes: let go-openai's own encoding handle them.
-		b, err := json.Marshal(m)
-		return append(out, b...), err
-	}
+func appendMessage(out []byte, m *Message) []byte {
 	out = append(out, `{"role":`...)
 	out = appendString(out, m.Role)
 	switch {
@@ -112,9 +112,9 @@ func appendMessage(out []byte, m *openai.ChatCompletionMessage) ([]byte, error) 
 			out = append(out, `{"id":`...)
 			out = appendString(out, tc.ID)
 			out = append(out, `,"type":"function","function":{"name":`...)
-			out = appendString(out, tc.Function.Name)
+			out = appendString(out, tc.Name)
 			out = append(out, `,"arguments":`...)
-			out = appendString(out, tc.Function.Arguments)
+			out = appendString(out, tc.Arguments)
 			out = append(out, `}}`...)
 		}
 		out = append(out, ']')
@@ -123,7 +123,7 @@ func appendMessage(out []byte, m *openai.ChatCompletionMessage) ([]byte, error) 
 		out = append(out, `,"tool_call_id":`...)
 		out = appendString(out, m.ToolCallID)
 	}
-	return append(out, '}'), nil
+	return append(out, '}')
 }
 
 const hexDigits = "0123456789abcdef"

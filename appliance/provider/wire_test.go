@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/sashabaranov/go-openai"
+
+	"github.com/perchhq/perch/store"
 )
 
 func stdString(s string) string {
@@ -41,56 +43,66 @@ func FuzzAppendString(f *testing.F) {
 // TestEncodeChatMatchesGoOpenAI: our body decodes to what go-openai's own
 // encoding of the same request decodes to.
 func TestEncodeChatMatchesGoOpenAI(t *testing.T) {
-	msgs := []openai.ChatCompletionMessage{
-		{Role: "system", Content: "be brief <ok>"},
-		{Role: "user", Content: "read \"a.txt\"\n"},
-		{Role: "assistant", ToolCalls: []openai.ToolCall{{ID: "c1", Type: "function", Function: openai.FunctionCall{Name: "read_file", Arguments: `{"path":"a.txt"}`}}}},
+	history := []Message{
+		{Role: "user", Content: "read \"a.txt\"\n", Time: 1},
+		{Role: "assistant", ToolCalls: []store.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"a.txt"}`}}},
 		{Role: "tool", Name: "read_file", ToolCallID: "c1", Content: "data"},
-		{Role: "user", MultiContent: []openai.ChatMessagePart{{Type: "text", Text: "look"}}},
 	}
+	turn := []Message{{Role: "user", Content: "and now <b>?"}}
 	tools := []openai.Tool{{Type: "function", Function: &openai.FunctionDefinition{Name: "read_file", Description: "d",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}}
 	toolsJSON, _ := json.Marshal(tools)
 	var buf bytes.Buffer
 	temp := 0.0
-	if err := encodeChat(&buf, chatBody{model: "m", maxTokens: 10, temperature: &temp, toolsJSON: toolsJSON}, msgs); err != nil {
+	req := Request{System: "be brief <ok>", History: history, Messages: turn}
+	if err := encodeChat(&buf, chatBody{model: "m", maxTokens: 10, temperature: &temp, toolsJSON: toolsJSON}, req); err != nil {
 		t.Fatal(err)
 	}
 	var ours map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &ours); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, buf.Bytes())
 	}
+	ref := []openai.ChatCompletionMessage{
+		{Role: "system", Content: "be brief <ok>"},
+		{Role: "user", Content: "read \"a.txt\"\n"},
+		{Role: "assistant", ToolCalls: []openai.ToolCall{{ID: "c1", Type: "function", Function: openai.FunctionCall{Name: "read_file", Arguments: `{"path":"a.txt"}`}}}},
+		{Role: "tool", Name: "read_file", ToolCallID: "c1", Content: "data"},
+		{Role: "user", Content: "and now <b>?"},
+	}
 	//lint:ignore SA1019 comparing with what go-openai sends for max_tokens
-	ref, _ := json.Marshal(openai.ChatCompletionRequest{Model: "m", Messages: msgs, MaxTokens: 10, Tools: tools, ToolChoice: "auto"})
+	refBody, _ := json.Marshal(openai.ChatCompletionRequest{Model: "m", Messages: ref, MaxTokens: 10, Tools: tools, ToolChoice: "auto"})
 	var theirs map[string]any
-	json.Unmarshal(ref, &theirs)
+	json.Unmarshal(refBody, &theirs)
 	delete(theirs, "stream")
-	theirs["temperature"] = 0.0 // go-openai drops it: the reason we encode ourselves
+	theirs["temperature"] = 0.0 // go-openai drops it: one reason we encode ourselves
 	// go-openai omits an assistant's empty content; we send null, as the
 	// API reference asks for a message with tool_calls.
 	theirs["messages"].([]any)[2].(map[string]any)["content"] = nil
 	if !reflect.DeepEqual(ours, theirs) {
-		t.Fatalf("bodies differ:\nours   %s\ntheirs %s", buf.Bytes(), ref)
+		t.Fatalf("bodies differ:\nours   %s\ntheirs %s", buf.Bytes(), refBody)
 	}
 }
 
 func BenchmarkEncodeChat(b *testing.B) {
-	msgs := make([]openai.ChatCompletionMessage, 200)
-	for i := range msgs {
-		msgs[i] = openai.ChatCompletionMessage{Role: []string{"user", "assistant"}[i%2], Content: "hello, how are you today? fine thanks"}
+	hist := make([]Message, 200)
+	ref := make([]openai.ChatCompletionMessage, 200)
+	for i := range hist {
+		role := []string{"user", "assistant"}[i%2]
+		hist[i] = Message{Role: role, Content: "hello, how are you today? fine thanks"}
+		ref[i] = openai.ChatCompletionMessage{Role: role, Content: hist[i].Content}
 	}
 	temp := 0.7
 	var buf bytes.Buffer
 	b.Run("ours", func(b *testing.B) {
 		for b.Loop() {
 			buf.Reset()
-			encodeChat(&buf, chatBody{model: "m", maxTokens: 8192, temperature: &temp}, msgs)
+			encodeChat(&buf, chatBody{model: "m", maxTokens: 8192, temperature: &temp}, Request{History: hist})
 		}
 	})
 	b.Run("go-openai", func(b *testing.B) {
 		for b.Loop() {
 			//lint:ignore SA1019 reference encoding
-			json.Marshal(openai.ChatCompletionRequest{Model: "m", Messages: msgs, MaxTokens: 8192, Temperature: 0.7})
+			json.Marshal(openai.ChatCompletionRequest{Model: "m", Messages: ref, MaxTokens: 8192, Temperature: 0.7})
 		}
 	})
 }
