@@ -12,14 +12,10 @@ require (
 	github.com/sashabaranov/go-openai v1.43.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/net v0.62.0
-	golang.org/x/oauth2 v0.37.0
 	golang.org/x/sys v0.49.0
 	periph.io/x/conn/v3 v3.7.2
 	periph.io/x/devices/v3 v3.7.4
 	periph.io/x/host/v3 v3.8.5
 )
 
-require (
-	cloud.google.com/go/compute/metadata v0.3.0 // indirect
-	github.com/jkeiser/iter v0.0.0-20200628201005-c8aa0ae784d1 // indirect
-)
+require github.com/jkeiser/iter v0.0.0-20200628201005-c8aa0ae784d1 // indirect

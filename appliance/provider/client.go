@@ -105,7 +105,7 @@ func NewNamed(ctx context.Context, cfg *config.Config, choice Choice, log *slog.
 	}
 	tr := &transport{client: hc, policy: defaultPolicy(p.MaxRetries), log: log.With("provider", choice.Name)}
 	if choice.Name == "gemini" && (p.AuthMethod == "gcloud-adc" || p.AuthMethod == "adc") {
-		ts, err := adcTokenSource(ctx)
+		ts, err := adcTokenSource(hc)
 		if err != nil {
 			return nil, fmt.Errorf("provider: providers.gemini.auth_method %s: %w", p.AuthMethod, err)
 		}

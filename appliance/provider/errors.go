@@ -50,6 +50,9 @@ func (e *Error) Error() string {
 	}
 	switch e.Kind {
 	case KindAuth:
+		if strings.HasPrefix(e.Message, "application default credentials") {
+			return fmt.Sprintf("%s: authentication failed: %s", p, e.Message)
+		}
 		return fmt.Sprintf("%s: authentication failed%s: the API key is missing, wrong or revoked; check providers.%s.api_key%s", p, status, e.Provider, detail)
 	case KindModel:
 		hint := "check agents.defaults.model"
@@ -76,7 +79,11 @@ func (c *Client) classify(err error, model string, retries int) *Error {
 	e := &Error{Provider: c.name, Model: model, Retries: retries}
 	var api *openai.APIError
 	var req *openai.RequestError
+	var adc *adcError
 	switch {
+	case errors.As(err, &adc):
+		e.Kind, e.Message = KindAuth, adc.Error()
+		return e
 	case errors.As(err, &api):
 		e.Status = api.HTTPStatusCode
 		e.Message = api.Message

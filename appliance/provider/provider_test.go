@@ -465,3 +465,56 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestADCAuthorizedUser: gcloud's file is refreshed at its token_uri and the
+// access token is reused.
+func TestADCAuthorizedUser(t *testing.T) {
+	var refreshed atomic.Int32
+	tokenSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		if r.Form.Get("grant_type") != "refresh_token" || r.Form.Get("refresh_token") != "1//rt" || r.Form.Get("client_id") != "cid" {
+			w.WriteHeader(400)
+			io.WriteString(w, `{"error":"invalid_grant","error_description":"Token has been expired or revoked."}`)
+			return
+		}
+		refreshed.Add(1)
+		io.WriteString(w, `{"access_token":"ya29.user","expires_in":3599}`)
+	}))
+	defer tokenSrv.Close()
+	dir := t.TempDir()
+	write := func(body string) {
+		os.WriteFile(filepath.Join(dir, "application_default_credentials.json"), []byte(body), 0o600)
+	}
+	write(`{"type":"authorized_user","client_id":"cid","client_secret":"cs","refresh_token":"1//rt","token_uri":"` + tokenSrv.URL + `"}`)
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
+	t.Setenv("CLOUDSDK_CONFIG", dir)
+	fake := providertest.New()
+	defer fake.Close()
+	cfg := cfgWith(t, func(c *config.Config) {
+		c.Providers.Gemini.AuthMethod = "adc"
+		c.Providers.Gemini.APIBase = fake.Base()
+		c.Agents.Defaults.Provider = "gemini"
+		c.Agents.Defaults.Model = "gemini-2.0-flash"
+	})
+	cl, err := New(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Chat(context.Background(), Request{Messages: userMsg("a")})
+	cl.Chat(context.Background(), Request{Messages: userMsg("b")})
+	if got := fake.Requests()[1].Header.Get("Authorization"); got != "Bearer ya29.user" || refreshed.Load() != 1 {
+		t.Fatalf("auth %q, refreshed %d times", got, refreshed.Load())
+	}
+	// Revoked credentials: a clear error, not a retry storm.
+	write(`{"type":"authorized_user","client_id":"cid","client_secret":"cs","refresh_token":"revoked","token_uri":"` + tokenSrv.URL + `"}`)
+	cl2, _ := New(context.Background(), cfg, nil)
+	_, err = cl2.Chat(context.Background(), Request{Messages: userMsg("c")})
+	if err == nil || !strings.Contains(err.Error(), "application-default login") || !strings.Contains(err.Error(), "authentication failed") {
+		t.Fatalf("revoked: %v", err)
+	}
+	// An unsupported credential type is a creation error.
+	write(`{"type":"external_account"}`)
+	if _, err := New(context.Background(), cfg, nil); err == nil || !strings.Contains(err.Error(), "external_account") {
+		t.Fatalf("external_account: %v", err)
+	}
+}

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/oauth2"
 )
 
 // retryPolicy bounds retries of one upstream call.
@@ -32,7 +30,7 @@ func defaultPolicy(maxRetries int) retryPolicy {
 type transport struct {
 	client *http.Client
 	policy retryPolicy
-	tokens oauth2.TokenSource // ADC; nil for key auth
+	tokens tokenSource // ADC; nil for key auth
 	log    *slog.Logger
 }
 
@@ -81,11 +79,11 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	st, _ := ctx.Value(stateKey{}).(*callState)
 	if t.tokens != nil {
-		tok, err := t.tokens.Token()
+		tok, err := t.tokens.Token(ctx)
 		if err != nil {
 			return nil, &adcError{err}
 		}
-		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
