@@ -53,7 +53,7 @@ type System struct {
 // cannot be created is an error; one that is merely not configured leaves
 // the system degraded (NoProv says why).
 func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System, error) {
-	s := &System{Cfg: cfg, Log: log, Bus: bus.New(256)}
+	s := &System{Cfg: cfg, Log: log, Bus: bus.New(128)}
 	ws := cfg.WorkspaceDir()
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, fmt.Errorf("workspace %s: %w; check agents.defaults.workspace", ws, err)
