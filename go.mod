@@ -3,6 +3,8 @@ module github.com/perchhq/perch
 go 1.26.0
 
 require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/godbus/dbus/v5 v5.2.4
 	github.com/jochenvg/go-udev v0.0.0-20240801134859-b65ed646224b
@@ -18,4 +20,7 @@ require (
 	periph.io/x/host/v3 v3.8.5
 )
 
-require github.com/jkeiser/iter v0.0.0-20200628201005-c8aa0ae784d1 // indirect
+require (
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/jkeiser/iter v0.0.0-20200628201005-c8aa0ae784d1 // indirect
+)

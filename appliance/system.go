@@ -21,6 +21,7 @@ import (
 	"github.com/perchhq/perch/drivers/usb"
 	"github.com/perchhq/perch/store"
 	"github.com/perchhq/perch/systemd"
+	"github.com/perchhq/perch/web"
 )
 
 // System holds every service of a running Perch; fields are nil for the
@@ -193,6 +194,7 @@ func (s *System) BuildGateway() error {
 	// systemd restarts a gateway whose store stops answering.
 	s.Watchdog = systemd.NewWatchdog(func() bool { return s.Store.Ping() == nil })
 	s.registerAdminAPI()
+	web.Register(s.HTTP, web.Deps{Setup: pageSetup{s}, Log: s.Log})
 	return s.HTTP.Listen()
 }
 

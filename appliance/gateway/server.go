@@ -161,20 +161,29 @@ func (s *Server) guard(access Access, h http.HandlerFunc) http.HandlerFunc {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		}
-		if access == Protected {
-			if s.opts.Token.IsSet() {
-				if !tokenOK(r, s.opts.Token.Value()) {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="perch"`)
-					WriteError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <gateway.api_token>")
-					return
-				}
-			} else if s.lanOnly && !isLoopback(r.RemoteAddr) {
-				WriteError(w, http.StatusForbidden, "gateway.api_token is empty, so only this machine may use this path; set gateway.api_token (perch onboard makes one) to allow the network")
-				return
-			}
+		if access == Protected && !s.Authorize(w, r) {
+			return
 		}
 		h(w, r)
 	}
+}
+
+// Authorize applies the Protected rule to r: the token when one is set, else
+// loopback clients only on a server that listens beyond loopback. It answers
+// 401 or 403 itself and returns false when it did. Routes whose access
+// depends on state (POST /setup) register as Open and call it themselves.
+func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) bool {
+	if s.opts.Token.IsSet() {
+		if !tokenOK(r, s.opts.Token.Value()) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="perch"`)
+			WriteError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <gateway.api_token>")
+			return false
+		}
+	} else if s.lanOnly && !isLoopback(r.RemoteAddr) {
+		WriteError(w, http.StatusForbidden, "gateway.api_token is empty, so only this machine may use this path; set gateway.api_token (perch onboard makes one) to allow the network")
+		return false
+	}
+	return true
 }
 
 func tokenOK(r *http.Request, token string) bool {

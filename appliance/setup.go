@@ -1,0 +1,115 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/web"
+)
+
+// pageSetup is the web page's provider setup (POST /setup): it writes the
+// provider into the config file and swaps the agent's provider in place, so
+// no restart is needed. The web package guards it (setup code or token) and
+// runs one Apply at a time.
+type pageSetup struct{ s *System }
+
+// Configured reports whether the agent has a provider.
+func (p pageSetup) Configured() bool {
+	prov, _ := p.s.Agent.Provider()
+	return prov != nil
+}
+
+// Apply validates req, saves it in the config file and switches the agent to
+// the new provider. The file receives only what the user entered on top of
+// what it held (not environment overrides, which stay in the environment);
+// the provider is then built from the file as a restart would load it, and a
+// file that would not build a provider is rolled back.
+func (p pageSetup) Apply(ctx context.Context, req web.SetupRequest) (web.SetupResult, error) {
+	name := strings.ToLower(strings.TrimSpace(req.Provider))
+	model := strings.TrimSpace(req.Model)
+	key := config.Secret(strings.TrimSpace(req.APIKey.Value()))
+	base := strings.TrimSpace(req.APIBase)
+	live := p.s.Cfg
+	if _, ok := live.Provider(name); !ok {
+		return web.SetupResult{}, fmt.Errorf("%w: unknown provider %q; choose one of %s", web.ErrBadSetup, req.Provider, strings.Join(config.ProviderNames, ", "))
+	}
+	if model == "" {
+		return web.SetupResult{}, fmt.Errorf("%w: the model is empty; enter the model id %s should use", web.ErrBadSetup, name)
+	}
+	if name != "ollama" && !key.IsSet() {
+		return web.SetupResult{}, fmt.Errorf("%w: the API key is empty; paste the key of your %s account", web.ErrBadSetup, name)
+	}
+
+	path := live.Path()
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return web.SetupResult{}, fmt.Errorf("setup: read %s: %w", path, err)
+	}
+	file, err := fileConfig(live)
+	if err != nil {
+		return web.SetupResult{}, fmt.Errorf("setup: %w", err)
+	}
+	file.Agents.Defaults.Provider = name
+	file.Agents.Defaults.Model = model
+	pc, _ := file.Provider(name)
+	if key.IsSet() {
+		pc.APIKey = key
+	}
+	if base != "" {
+		pc.APIBase = base
+	}
+	if err := file.Validate(); err != nil {
+		return web.SetupResult{}, fmt.Errorf("%w: %w", web.ErrBadSetup, err)
+	}
+	if err := file.Save(); err != nil {
+		return web.SetupResult{}, fmt.Errorf("setup: %w", err)
+	}
+	restore := func() {
+		if old == nil {
+			os.Remove(path)
+			return
+		}
+		if err := config.WriteFileAtomic(path, old, 0o600); err != nil {
+			p.s.Log.Error("setup: cannot restore the config file", "path", path, "err", err)
+		}
+	}
+	loaded, err := config.Load(config.Options{Path: path})
+	if err != nil {
+		restore()
+		return web.SetupResult{}, fmt.Errorf("%w: %w", web.ErrBadSetup, err)
+	}
+	prov, err := provider.New(ctx, loaded, p.s.Log)
+	if err != nil {
+		restore()
+		return web.SetupResult{}, fmt.Errorf("%w: %w", web.ErrBadSetup, err)
+	}
+	p.s.Agent.SetProvider(prov, nil)
+	return web.SetupResult{Provider: prov.Name(), Model: prov.Model(), Config: path}, nil
+}
+
+// fileConfig is the config as its file alone says, without environment
+// overrides: the base a rewrite must start from. With no file it is the
+// built-in defaults, to be saved at live's path.
+func fileConfig(live *config.Config) (*config.Config, error) {
+	noEnv := func(string) (string, bool) { return "", false }
+	c, err := config.Load(config.Options{Path: live.Path(), Env: noEnv})
+	if !errors.Is(err, config.ErrNoConfig) {
+		return c, err
+	}
+	// Copy live for its unexported location, then reset every setting.
+	fresh := *live
+	v, d := reflect.ValueOf(&fresh).Elem(), reflect.ValueOf(config.Default()).Elem()
+	for i := range v.NumField() {
+		if v.Type().Field(i).IsExported() {
+			v.Field(i).Set(d.Field(i))
+		}
+	}
+	return &fresh, nil
+}
