@@ -12,6 +12,7 @@ import (
 	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/gateway"
+	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/schedule"
 	"github.com/perchhq/perch/appliance/tools"
 )
@@ -38,11 +39,37 @@ func (s *System) registerCommands() {
 	}})
 }
 
-func (s *System) modelsCommand(ctx context.Context, _ bus.Inbound, filter string) (string, error) {
-	if s.Provider == nil {
-		return "", s.NoProv
+// client is the provider the agent uses now: the first-run setup may have
+// replaced the one built at start.
+func (s *System) client() (*provider.Client, error) {
+	p, err := s.Agent.Provider()
+	if p == nil {
+		return nil, err
 	}
-	models, err := s.Provider.Models(ctx)
+	cl, ok := p.(*provider.Client)
+	if !ok {
+		return nil, fmt.Errorf("provider %s cannot list models", p.Name())
+	}
+	return cl, nil
+}
+
+// currentImages generates images with the agent's current provider.
+type currentImages struct{ s *System }
+
+func (c currentImages) GenerateImage(ctx context.Context, prompt, size string) (string, string, error) {
+	cl, err := c.s.client()
+	if err != nil {
+		return "", "", err
+	}
+	return cl.GenerateImage(ctx, prompt, size)
+}
+
+func (s *System) modelsCommand(ctx context.Context, _ bus.Inbound, filter string) (string, error) {
+	cl, err := s.client()
+	if err != nil {
+		return "", err
+	}
+	models, err := cl.Models(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -64,9 +91,9 @@ func (s *System) modelsCommand(ctx context.Context, _ bus.Inbound, filter string
 		n++
 	}
 	if n == 0 {
-		return fmt.Sprintf("%s lists no models matching %q.", s.Provider.Name(), filter), nil
+		return fmt.Sprintf("%s lists no models matching %q.", cl.Name(), filter), nil
 	}
-	return fmt.Sprintf("Models of %s (in use: %s):\n%s", s.Provider.Name(), s.Provider.Model(), strings.TrimRight(sb.String(), "\n")), nil
+	return fmt.Sprintf("Models of %s (in use: %s):\n%s", cl.Name(), cl.Model(), strings.TrimRight(sb.String(), "\n")), nil
 }
 
 // CronRequest is the body of POST /admin/cron.

@@ -126,11 +126,7 @@ func (s *System) registerTools() {
 	r.Register(tools.NewWebFetch(tools.WebFetchOptions{AllowPrivate: web.Fetch.AllowPrivate}))
 	r.Register(tools.NewMessage(tools.MessageOptions{Send: s.Bus.PublishOutbound}))
 	r.Register(tools.NewCanvas())
-	var images tools.ImageGenerator
-	if s.Provider != nil { // a nil *Client in the interface would not read as "none"
-		images = s.Provider
-	}
-	r.Register(tools.NewImage(tools.ImageOptions{Generator: images}))
+	r.Register(tools.NewImage(tools.ImageOptions{Generator: currentImages{s}}))
 	r.Register(tools.NewSubagent(s.Agent.Subagents()))
 	r.Register(tools.NewSpawn(s.Agent.Subagents()))
 	r.Register(tools.NewCron(cronTool{s}))
