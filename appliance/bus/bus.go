@@ -80,6 +80,11 @@ type Bus struct {
 	in  chan Inbound
 	out chan Outbound
 
+	// done is closed first by Close, to wake publishers waiting for room:
+	// they hold mu's read lock, which Close needs before closing the queues.
+	done      chan struct{}
+	closeOnce sync.Once
+
 	mu     sync.RWMutex
 	closed bool
 }
@@ -89,7 +94,7 @@ func New(size int) *Bus {
 	if size < 1 {
 		size = 1
 	}
-	return &Bus{in: make(chan Inbound, size), out: make(chan Outbound, size)}
+	return &Bus{in: make(chan Inbound, size), out: make(chan Outbound, size), done: make(chan struct{})}
 }
 
 // PublishInbound queues m for the agent, waiting for room until ctx ends.
@@ -104,6 +109,8 @@ func (b *Bus) PublishInbound(ctx context.Context, m Inbound) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-b.done:
+		return ErrClosed
 	}
 }
 
@@ -135,6 +142,7 @@ func (b *Bus) OutboundDepth() int { return len(b.out) }
 
 // Close stops accepting messages and closes both queues so readers finish.
 func (b *Bus) Close() {
+	b.closeOnce.Do(func() { close(b.done) })
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

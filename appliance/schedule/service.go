@@ -82,9 +82,7 @@ func (s *Service) Start(ctx context.Context) error {
 		if j.At != nil && !j.At.After(now) {
 			// Its moment passed while we were down: late beats never.
 			s.log.Info("cron job missed while stopped; running it now", "job", j.ID, "was_due", j.At.Format(time.RFC3339))
-			j := j
-			s.running.Add(1)
-			go func() { defer s.running.Done(); s.fire(j.ID) }()
+			s.fireNowLocked(j.ID)
 			continue
 		}
 		if err := s.scheduleLocked(j); err != nil {
@@ -252,7 +250,10 @@ func (s *Service) Add(j Job) (Job, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cron != nil && s.started {
+	// A moment already reached (at_seconds 0) is never a next activation
+	// for the clock, so such a job is run directly.
+	due := j.At != nil && !j.At.After(time.Now())
+	if s.cron != nil && s.started && !due {
 		if err := s.scheduleLocked(j); err != nil {
 			return Job{}, fmt.Errorf("schedule: %w", err)
 		}
@@ -267,7 +268,17 @@ func (s *Service) Add(j Job) (Job, error) {
 		}
 		return Job{}, fmt.Errorf("schedule: save job: %w", err)
 	}
+	if due && s.started {
+		s.fireNowLocked(j.ID)
+	}
 	return j, nil
+}
+
+// fireNowLocked runs job id in the background, counted as running so Stop
+// waits for it.
+func (s *Service) fireNowLocked(id string) {
+	s.running.Add(1)
+	go func() { defer s.running.Done(); s.fire(id) }()
 }
 
 // offlineNext computes the next run without a running clock (CLI use).

@@ -1,0 +1,173 @@
+package appliance
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perchhq/perch/appliance/schedule"
+)
+
+// call sends a request with the test gateway's token ("t") and decodes the
+// JSON answer into out (when not nil); it returns the status.
+func call(t *testing.T, base, method, path, body string, out any) int {
+	t.Helper()
+	return callAs(t, base, method, path, body, "Bearer t", out)
+}
+
+func callAs(t *testing.T, base, method, path, body, auth string, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// errBody is a JSON error answer.
+type errBody struct {
+	Error string `json:"error"`
+}
+
+func TestAdminCronAPI(t *testing.T) {
+	fake := newFake(t)
+	_, base := startSystem(t, fake.Base())
+
+	// An empty list is an array, not null.
+	var raw json.RawMessage
+	if code := call(t, base, "GET", "/admin/cron", "", &raw); code != 200 || string(raw) != "[]" {
+		t.Fatalf("empty list = %d %s, want 200 []", code, raw)
+	}
+
+	var added schedule.View
+	code := call(t, base, "POST", "/admin/cron",
+		`{"message":"stand up","deliver":true,"channel":"telegram","to":"42","schedule":{"cron_expr":"0 9 * * 1-5","tz":"Europe/Berlin"}}`, &added)
+	if code != 200 || added.ID == "" || !added.Enabled || added.NextRun == nil {
+		t.Fatalf("add = %d %+v, want 200 with an id, enabled, next_run", code, added)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	if n := added.NextRun.In(berlin); n.Hour() != 9 || n.Minute() != 0 {
+		t.Errorf("next_run %v is not 09:00 in Berlin", added.NextRun)
+	}
+
+	// The listed form: the fields of spec §2.6, a schedule object with one
+	// kind, and no internal fields.
+	var listed []map[string]any
+	call(t, base, "GET", "/admin/cron", "", &listed)
+	if len(listed) != 1 {
+		t.Fatalf("list = %v, want one job", listed)
+	}
+	j := listed[0]
+	for _, k := range []string{"id", "message", "deliver", "channel", "to", "schedule", "enabled", "next_run"} {
+		if _, ok := j[k]; !ok {
+			t.Errorf("listed job lacks %q: %v", k, j)
+		}
+	}
+	for _, k := range []string{"created", "at", "last_run", "last_result"} {
+		if _, ok := j[k]; ok {
+			t.Errorf("listed job has %q: %v", k, j)
+		}
+	}
+	if sch := j["schedule"].(map[string]any); len(sch) != 2 || sch["cron_expr"] != "0 9 * * 1-5" || sch["tz"] != "Europe/Berlin" {
+		t.Errorf("schedule = %v, want cron_expr and tz only", sch)
+	}
+	if _, err := time.Parse(time.RFC3339, j["next_run"].(string)); err != nil {
+		t.Errorf("next_run %v is not RFC 3339", j["next_run"])
+	}
+
+	var v schedule.View
+	if code := call(t, base, "POST", "/admin/cron/"+added.ID+"/disable", "", &v); code != 200 || v.Enabled || v.NextRun != nil {
+		t.Errorf("disable = %d %+v, want 200 disabled without next_run", code, v)
+	}
+	v = schedule.View{}
+	if code := call(t, base, "POST", "/admin/cron/"+added.ID+"/enable", "", &v); code != 200 || !v.Enabled || v.NextRun == nil {
+		t.Errorf("enable = %d %+v, want 200 enabled with next_run", code, v)
+	}
+
+	var removed map[string]string
+	if code := call(t, base, "DELETE", "/admin/cron/"+added.ID, "", &removed); code != 200 || removed["removed"] != added.ID {
+		t.Errorf("delete = %d %v", code, removed)
+	}
+	call(t, base, "GET", "/admin/cron", "", &raw)
+	if string(raw) != "[]" {
+		t.Errorf("after delete the list is %s", raw)
+	}
+}
+
+func TestAdminCronAPIRefusals(t *testing.T) {
+	fake := newFake(t)
+	_, base := startSystem(t, fake.Base())
+	tests := []struct {
+		name   string
+		method string
+		path   string
+		body   string
+		auth   string
+		status int
+		substr string
+	}{
+		{"no token", "GET", "/admin/cron", "", "", 401, "gateway.api_token"},
+		{"malformed JSON", "POST", "/admin/cron", `{"message":`, "Bearer t", 400, "malformed JSON"},
+		{"no schedule", "POST", "/admin/cron", `{"message":"m"}`, "Bearer t", 400, "exactly one of at_seconds, every_seconds or cron_expr"},
+		{"interval too short", "POST", "/admin/cron", `{"message":"m","schedule":{"every_seconds":5}}`, "Bearer t", 400, "every_seconds must be at least 10"},
+		{"bad cron", "POST", "/admin/cron", `{"message":"m","schedule":{"cron_expr":"0 9 * *"}}`, "Bearer t", 400, "five fields"},
+		{"bad zone", "POST", "/admin/cron", `{"message":"m","schedule":{"cron_expr":"0 9 * * *","tz":"Moon/Base"}}`, "Bearer t", 400, "Moon/Base"},
+		{"deliver without chat", "POST", "/admin/cron", `{"message":"m","deliver":true,"schedule":{"at_seconds":60}}`, "Bearer t", 400, "deliver needs channel and to"},
+		{"enable unknown", "POST", "/admin/cron/nope/enable", "", "Bearer t", 404, `"nope"`},
+		{"disable unknown", "POST", "/admin/cron/nope/disable", "", "Bearer t", 404, `"nope"`},
+		{"delete unknown", "DELETE", "/admin/cron/nope", "", "Bearer t", 404, `"nope"`},
+		{"unknown action", "POST", "/admin/cron/nope/pause", "", "Bearer t", 404, "use enable or disable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e errBody
+			code := callAs(t, base, tt.method, tt.path, tt.body, tt.auth, &e)
+			if code != tt.status || !strings.Contains(e.Error, tt.substr) {
+				t.Errorf("%s %s = %d %q, want %d with %q", tt.method, tt.path, code, e.Error, tt.status, tt.substr)
+			}
+		})
+	}
+	var raw json.RawMessage
+	call(t, base, "GET", "/admin/cron", "", &raw)
+	if string(raw) != "[]" {
+		t.Errorf("refused requests left jobs behind: %s", raw)
+	}
+}
+
+// A one-time job that has passed cannot be enabled again: 400, not 404.
+func TestAdminCronEnablePastJob(t *testing.T) {
+	fake := newFake(t)
+	_, base := startSystem(t, fake.Base())
+	var v schedule.View
+	call(t, base, "POST", "/admin/cron", `{"message":"now","schedule":{"at_seconds":0}}`, &v)
+	waitCronRun(t, base)
+	var e errBody
+	if code := call(t, base, "POST", "/admin/cron/"+v.ID+"/enable", "", &e); code != 400 || !strings.Contains(e.Error, "moment has passed") {
+		t.Errorf("enable a past job = %d %q, want 400 explaining why", code, e.Error)
+	}
+}

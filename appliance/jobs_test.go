@@ -1,0 +1,226 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/provider/providertest"
+	"github.com/perchhq/perch/appliance/schedule"
+)
+
+// noEnv keeps the machine's environment out of a test's config.
+func noEnv(string) (string, bool) { return "", false }
+
+// newCore builds the store, provider, tools, agent and scheduler in a temp
+// config dir, against the fake provider, with no listener and no
+// dispatcher: outbound messages stay on the bus for the test to read.
+func newCore(t *testing.T, fake *providertest.Server) *System {
+	t.Helper()
+	t.Setenv("PERCH_HOME", t.TempDir())
+	cfg, err := config.Load(config.Options{Env: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Providers.OpenRouter.APIKey = "k"
+	cfg.Providers.OpenRouter.APIBase = fake.Base()
+	cfg.Providers.OpenRouter.MaxRetries = 0
+	cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
+	sys, err := NewCore(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sys.Agent.Stop(context.Background())
+		sys.Close()
+	})
+	return sys
+}
+
+func newFake(t *testing.T) *providertest.Server {
+	t.Helper()
+	f := providertest.New()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// outbound returns what is queued for the dispatcher, without waiting.
+func outbound(b *bus.Bus) []bus.Outbound {
+	var out []bus.Outbound
+	for b.OutboundDepth() > 0 {
+		out = append(out, <-b.Outbound())
+	}
+	return out
+}
+
+func TestRunJobDeliver(t *testing.T) {
+	fake := newFake(t)
+	sys := newCore(t, fake)
+	res, err := sys.runJob(context.Background(), schedule.Job{ID: "j1", Message: "Time for tea", Deliver: true, Channel: "telegram", To: "42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != "delivered to telegram:42" {
+		t.Errorf("result %q", res)
+	}
+	got := outbound(sys.Bus)
+	if len(got) != 1 || got[0].Channel != "telegram" || got[0].ChatID != "42" || got[0].Text != "Time for tea" {
+		t.Errorf("outbound = %+v, want the message as is for telegram:42", got)
+	}
+	if fake.Calls() != 0 {
+		t.Errorf("a delivered reminder called the model %d times", fake.Calls())
+	}
+}
+
+func TestRunJobDeliverQueueFull(t *testing.T) {
+	sys := newCore(t, newFake(t))
+	for sys.Bus.PublishOutbound(bus.Outbound{Channel: "telegram", ChatID: "0"}) == nil {
+	}
+	_, err := sys.runJob(context.Background(), schedule.Job{ID: "j1", Message: "m", Deliver: true, Channel: "telegram", To: "42"})
+	if !errors.Is(err, bus.ErrFull) || !strings.Contains(err.Error(), "telegram:42") {
+		t.Errorf("runJob on a full bus = %v, want ErrFull naming telegram:42", err)
+	}
+}
+
+// deliver=false: the job's message reaches the agent as a user message
+// (CONTRACT), and the reply goes to channel/to when they name an external
+// chat.
+func TestRunJobAsksTheAgent(t *testing.T) {
+	tests := []struct {
+		name      string
+		channel   string
+		to        string
+		published bool
+		session   string
+	}{
+		{"reply delivered to the chat", "telegram", "42", true, "cron:j7"},
+		{"no chat: reply kept", "", "", false, "cron:j7"},
+		{"internal channel: reply kept", "cli", "x", false, "cron:j7"},
+		{"channel without to: reply kept", "telegram", "", false, "cron:j7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFake(t)
+			sys := newCore(t, fake)
+			res, err := sys.runJob(context.Background(), schedule.Job{ID: "j7", Message: "Summarise today's sensor readings", Channel: tt.channel, To: tt.to})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res != "echo: Summarise today's sensor readings" {
+				t.Errorf("result %q, want the agent's reply", res)
+			}
+			reqs := fake.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("provider got %d requests, want 1", len(reqs))
+			}
+			msgs := reqs[0].Body.Messages
+			last := msgs[len(msgs)-1]
+			if last.Role != "user" || last.Content != "Summarise today's sensor readings" {
+				t.Errorf("last message sent = %s %q, want the job's message as the user's", last.Role, last.Content)
+			}
+			got := outbound(sys.Bus)
+			if tt.published {
+				if len(got) != 1 || got[0].Channel != tt.channel || got[0].ChatID != tt.to || got[0].Text != res {
+					t.Errorf("outbound = %+v, want the reply for %s:%s", got, tt.channel, tt.to)
+				}
+			} else if len(got) != 0 {
+				t.Errorf("outbound = %+v, want nothing", got)
+			}
+			if h, err := sys.Store.History(tt.session); err != nil || len(h) != 2 {
+				t.Errorf("session %s has %d messages (%v), want the job's turn", tt.session, len(h), err)
+			}
+		})
+	}
+}
+
+// The agent's failure is the job's failure (the scheduler records it).
+func TestRunJobAgentFailure(t *testing.T) {
+	fake := newFake(t)
+	fake.Enqueue(providertest.Reply{Status: 401, ErrorMessage: "bad key"})
+	sys := newCore(t, fake)
+	_, err := sys.runJob(context.Background(), schedule.Job{ID: "j1", Message: "m", Channel: "telegram", To: "42"})
+	if err == nil || !strings.Contains(err.Error(), "authentication failed") {
+		t.Errorf("runJob = %v, want the provider's error", err)
+	}
+	if got := outbound(sys.Bus); len(got) != 0 {
+		t.Errorf("outbound = %+v after a failed turn", got)
+	}
+}
+
+func TestRunJobCommand(t *testing.T) {
+	sys := newCore(t, newFake(t))
+	_, err := sys.runJob(context.Background(), schedule.Job{ID: "j1", Command: "uptime"})
+	if !errors.Is(err, errNoCommandRunner) {
+		t.Fatalf("command job without a runner = %v, want errNoCommandRunner", err)
+	}
+	var ran []string
+	sys.commandRunner = func(_ context.Context, line string) (string, error) {
+		ran = append(ran, line)
+		return " up 3 days \n", nil
+	}
+	res, err := sys.runJob(context.Background(), schedule.Job{ID: "j2", Message: "Uptime:", Command: "uptime", Deliver: true, Channel: "slack", To: "C1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != "delivered to slack:C1" || len(ran) != 1 || ran[0] != "uptime" {
+		t.Errorf("result %q, ran %q", res, ran)
+	}
+	if got := outbound(sys.Bus); len(got) != 1 || got[0].Text != "Uptime:\nup 3 days" {
+		t.Errorf("outbound = %+v, want the message and the trimmed output", got)
+	}
+	res, err = sys.runJob(context.Background(), schedule.Job{ID: "j3", Command: "uptime"})
+	if err != nil || res != "up 3 days" {
+		t.Errorf("undelivered command job = %q, %v; want its output as the result", res, err)
+	}
+	if len(outbound(sys.Bus)) != 0 {
+		t.Error("an undelivered command job published its output")
+	}
+}
+
+// Through the whole gateway: a job added over the admin API with
+// at_seconds 0 reaches the model as a user message, and the job then shows
+// as run and disabled.
+func TestCronJobReachesTheAgent(t *testing.T) {
+	fake := newFake(t)
+	_, base := startSystem(t, fake.Base())
+	var v schedule.View
+	if code := call(t, base, "POST", "/admin/cron", `{"message":"read the greenhouse sensor","schedule":{"at_seconds":0}}`, &v); code != 200 {
+		t.Fatalf("add = %d", code)
+	}
+	j := waitCronRun(t, base)
+	if j["last_result"] != "echo: read the greenhouse sensor" || j["enabled"] != false {
+		t.Errorf("after running: %v", j)
+	}
+	if _, ok := j["next_run"]; ok {
+		t.Errorf("a one-time job that ran still has next_run: %v", j)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("provider got %d requests, want 1", len(reqs))
+	}
+	if got := providertest.LastUser(reqs[0].Body); got != "read the greenhouse sensor" {
+		t.Errorf("the model got the user message %q, want the job's message", got)
+	}
+}
+
+// waitCronRun polls /admin/cron until its only job has run, and returns it.
+func waitCronRun(t *testing.T, base string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var jobs []map[string]any
+		call(t, base, "GET", "/admin/cron", "", &jobs)
+		if len(jobs) == 1 && jobs[0]["last_run"] != nil {
+			return jobs[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job never ran: %v", jobs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

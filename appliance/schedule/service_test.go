@@ -1,0 +1,556 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/perchhq/perch/store"
+	"github.com/perchhq/perch/store/storetest"
+)
+
+// recorder is a Runner that remembers the jobs it ran.
+type recorder struct {
+	mu   sync.Mutex
+	ran  []Job
+	out  string
+	err  error
+	fire chan Job
+}
+
+func newRecorder() *recorder { return &recorder{out: "done", fire: make(chan Job, 16)} }
+
+func (r *recorder) run(_ context.Context, j Job) (string, error) {
+	r.mu.Lock()
+	r.ran = append(r.ran, j)
+	out, err := r.out, r.err
+	r.mu.Unlock()
+	r.fire <- j
+	return out, err
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ran)
+}
+
+func newService(t *testing.T, db *store.DB, run Runner) *Service {
+	t.Helper()
+	s := New(Options{Store: db, Location: time.UTC, Run: run, Log: slog.New(slog.DiscardHandler)})
+	return s
+}
+
+func start(t *testing.T, s *Service) {
+	t.Helper()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+}
+
+// waitJob polls the stored job until cond holds, failing after a deadline.
+func waitJob(t *testing.T, s *Service, id string, cond func(Job) bool) Job {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j, ok := find(t, s, id)
+		if ok && cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s never reached the expected state; last %+v", id, j)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func find(t *testing.T, s *Service, id string) (Job, bool) {
+	t.Helper()
+	jobs, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.ID == id {
+			return j, true
+		}
+	}
+	return Job{}, false
+}
+
+func awaitClosed(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal(why)
+	}
+}
+
+func ran(j Job) bool { return j.LastRun != nil }
+
+var idRE = regexp.MustCompile(`^[0-9a-f]{8}$`)
+
+func TestAdd(t *testing.T) {
+	for _, started := range []bool{false, true} {
+		name := "stopped service"
+		if started {
+			name = "running service"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := newService(t, storetest.Open(t), newRecorder().run)
+			if started {
+				start(t, s)
+			}
+			before := time.Now()
+			j, err := s.Add(Job{Message: "stretch", Schedule: Schedule{EverySeconds: i64(3600)},
+				ID: "chosen-by-caller", Enabled: false, LastResult: "stale"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !idRE.MatchString(j.ID) {
+				t.Errorf("id %q, want 8 hex digits assigned by Add", j.ID)
+			}
+			if !j.Enabled || j.LastResult != "" || j.LastRun != nil {
+				t.Errorf("new job = %+v, want enabled with no history", j)
+			}
+			if j.NextRun == nil {
+				t.Fatal("no next_run")
+			}
+			if lo, hi := before.Add(3599*time.Second), time.Now().Add(3601*time.Second); j.NextRun.Before(lo) || j.NextRun.After(hi) {
+				t.Errorf("next_run %v, want about an hour from now", j.NextRun)
+			}
+			stored, ok := find(t, s, j.ID)
+			if !ok || stored.Message != "stretch" || !stored.Enabled {
+				t.Errorf("listed job = %+v, want the added one", stored)
+			}
+			j2, err := s.Add(Job{Message: "other", Schedule: Schedule{AtSeconds: i64(3600)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j2.ID == j.ID {
+				t.Error("two jobs got the same id")
+			}
+			if j2.At == nil || j2.NextRun == nil || !j2.NextRun.Equal(*j2.At) {
+				t.Errorf("one-time job: at %v, next_run %v; want both the fixed moment", j2.At, j2.NextRun)
+			}
+		})
+	}
+}
+
+func TestAddRejectsInvalid(t *testing.T) {
+	s := newService(t, storetest.Open(t), newRecorder().run)
+	_, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(1)}})
+	if err == nil || !strings.HasPrefix(err.Error(), "schedule: ") || !strings.Contains(err.Error(), "every_seconds") {
+		t.Fatalf("Add = %v, want a schedule: error naming every_seconds", err)
+	}
+	if jobs, _ := s.List(); len(jobs) != 0 {
+		t.Errorf("an invalid job was stored: %+v", jobs)
+	}
+}
+
+// A one-time job fires once, records its run and is then disabled with no
+// next run (CONTRACT: cron list).
+func TestOneTimeJobFires(t *testing.T) {
+	for _, at := range []int64{0, 1} {
+		t.Run(time.Duration(at*int64(time.Second)).String(), func(t *testing.T) {
+			rec := newRecorder()
+			rec.out = "reminded"
+			s := newService(t, storetest.Open(t), rec.run)
+			start(t, s)
+			j, err := s.Add(Job{Message: "tea is ready", Schedule: Schedule{AtSeconds: i64(at)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := waitJob(t, s, j.ID, ran)
+			if got.Enabled || got.NextRun != nil {
+				t.Errorf("after running: enabled %v, next_run %v; want disabled, none", got.Enabled, got.NextRun)
+			}
+			if got.LastResult != "reminded" {
+				t.Errorf("last_result = %q, want the runner's output", got.LastResult)
+			}
+			if got.LastRun.Before(j.Created) {
+				t.Errorf("last_run %v before the job was created %v", got.LastRun, j.Created)
+			}
+			if fired := <-rec.fire; fired.ID != j.ID || fired.Message != "tea is ready" {
+				t.Errorf("runner got %+v", fired)
+			}
+			if rec.count() != 1 {
+				t.Errorf("ran %d times, want once", rec.count())
+			}
+		})
+	}
+}
+
+func TestRunnerErrorBecomesLastResult(t *testing.T) {
+	rec := newRecorder()
+	rec.err = errors.New("provider openrouter: rate limited")
+	s := newService(t, storetest.Open(t), rec.run)
+	start(t, s)
+	j, err := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitJob(t, s, j.ID, ran)
+	if got.LastResult != "error: provider openrouter: rate limited" {
+		t.Errorf("last_result = %q", got.LastResult)
+	}
+}
+
+func TestLongResultIsCapped(t *testing.T) {
+	rec := newRecorder()
+	rec.out = strings.Repeat("x", 5000)
+	s := newService(t, storetest.Open(t), rec.run)
+	start(t, s)
+	j, _ := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}})
+	got := waitJob(t, s, j.ID, ran)
+	if len(got.LastResult) > 510 || !strings.HasSuffix(got.LastResult, "…") {
+		t.Errorf("last_result is %d bytes, want it capped near 500 with …", len(got.LastResult))
+	}
+}
+
+// A cron expression runs in the job's tz, else in the service's zone.
+func TestCronNextRunInZone(t *testing.T) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newYork, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		tz    string
+		zone  *time.Location // where 09:30 should fall
+		local *time.Location // the service's default zone
+	}{
+		{"job tz", "Asia/Tokyo", tokyo, time.UTC},
+		{"job tz beats the default", "Asia/Tokyo", tokyo, newYork},
+		{"default zone", "", newYork, newYork},
+	}
+	for _, tt := range tests {
+		for _, started := range []bool{false, true} {
+			t.Run(tt.name+map[bool]string{false: ", offline", true: ", running"}[started], func(t *testing.T) {
+				s := New(Options{Store: storetest.Open(t), Location: tt.local, Run: newRecorder().run, Log: slog.New(slog.DiscardHandler)})
+				if started {
+					start(t, s)
+				}
+				j, err := s.Add(Job{Message: "standup", Schedule: Schedule{CronExpr: "30 9 * * *", TZ: tt.tz}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				check := func(what string, n *time.Time) {
+					if n == nil {
+						t.Fatalf("%s: no next_run", what)
+					}
+					in := n.In(tt.zone)
+					if in.Hour() != 9 || in.Minute() != 30 || in.Second() != 0 {
+						t.Errorf("%s: next_run %v is %v in %s, want 09:30", what, n, in, tt.zone)
+					}
+					if d := time.Until(*n); d <= 0 || d > 25*time.Hour {
+						t.Errorf("%s: next_run %v is not within the next day", what, n)
+					}
+				}
+				check("Add", j.NextRun)
+				listed, _ := find(t, s, j.ID)
+				check("List", listed.NextRun)
+			})
+		}
+	}
+}
+
+func TestEveryNextRun(t *testing.T) {
+	s := newService(t, storetest.Open(t), newRecorder().run)
+	start(t, s)
+	before := time.Now()
+	j, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(120)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, hi := before.Add(119*time.Second), time.Now().Add(121*time.Second); j.NextRun == nil || j.NextRun.Before(lo) || j.NextRun.After(hi) {
+		t.Errorf("next_run %v, want about 120s from now", j.NextRun)
+	}
+}
+
+func TestUnknownIDs(t *testing.T) {
+	s := newService(t, storetest.Open(t), newRecorder().run)
+	start(t, s)
+	if _, err := s.SetEnabled("nope", true); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("SetEnabled(nope) = %v, want ErrNotFound naming the id", err)
+	}
+	if _, err := s.SetEnabled("nope", false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetEnabled(nope, false) = %v, want ErrNotFound", err)
+	}
+	if err := s.Remove("nope"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "perch cron list") {
+		t.Errorf("Remove(nope) = %v, want ErrNotFound pointing at perch cron list", err)
+	}
+}
+
+func TestSetEnabledAndRemove(t *testing.T) {
+	for _, started := range []bool{false, true} {
+		t.Run(map[bool]string{false: "offline", true: "running"}[started], func(t *testing.T) {
+			s := newService(t, storetest.Open(t), newRecorder().run)
+			if started {
+				start(t, s)
+			}
+			j, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(600)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			off, err := s.SetEnabled(j.ID, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if off.Enabled || off.NextRun != nil {
+				t.Errorf("disabled job: enabled %v, next_run %v", off.Enabled, off.NextRun)
+			}
+			if listed, _ := find(t, s, j.ID); listed.Enabled || listed.NextRun != nil {
+				t.Errorf("listed disabled job: %+v", listed)
+			}
+			on, err := s.SetEnabled(j.ID, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !on.Enabled || on.NextRun == nil {
+				t.Errorf("re-enabled job: enabled %v, next_run %v", on.Enabled, on.NextRun)
+			}
+			if err := s.Remove(j.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := find(t, s, j.ID); ok {
+				t.Error("removed job still listed")
+			}
+			if err := s.Remove(j.ID); !errors.Is(err, ErrNotFound) {
+				t.Errorf("second Remove = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// A disabled one-time job does not fire; one whose moment passed cannot be
+// re-enabled.
+func TestDisabledOneTimeJob(t *testing.T) {
+	rec := newRecorder()
+	db := storetest.Open(t)
+	s := newService(t, db, rec.run)
+	j, err := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetEnabled(j.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	// A marker job that is due at start, added after: when it has run, the
+	// disabled one had its chance too.
+	marker, _ := s.Add(Job{Message: "marker", Schedule: Schedule{AtSeconds: i64(0)}})
+	start(t, s)
+	waitJob(t, s, marker.ID, ran)
+	if got, _ := find(t, s, j.ID); got.LastRun != nil || rec.count() != 1 {
+		t.Errorf("disabled job ran (last_run %v, runs %d)", got.LastRun, rec.count())
+	}
+	_, err = s.SetEnabled(j.ID, true)
+	if err == nil || !strings.Contains(err.Error(), "moment has passed") {
+		t.Errorf("re-enabling a past one-time job = %v, want a refusal", err)
+	}
+}
+
+// A one-time job whose moment passed while no gateway ran is run at Start:
+// late beats never.
+func TestMissedOneTimeJobRunsAtStart(t *testing.T) {
+	rec := newRecorder()
+	db := storetest.Open(t)
+	past := time.Now().Add(-2 * time.Hour).UTC()
+	created := past.Add(-time.Minute)
+	missed := Job{ID: "0badc0de", Message: "water the plants", Schedule: Schedule{AtSeconds: i64(60)},
+		Enabled: true, Created: created, At: &past}
+	if err := db.Put(store.BucketCron, missed.ID, missed); err != nil {
+		t.Fatal(err)
+	}
+	s := newService(t, db, rec.run)
+	start(t, s)
+	got := waitJob(t, s, missed.ID, ran)
+	if got.Enabled || got.NextRun != nil || got.LastResult != "done" {
+		t.Errorf("after the late run: %+v", got)
+	}
+	if (<-rec.fire).Message != "water the plants" {
+		t.Error("the runner got another job")
+	}
+}
+
+// Stop waits for a running job: with a context that ends first it reports
+// so, and otherwise returns only after the runner finished.
+func TestStopWaitsForRunningJob(t *testing.T) {
+	running := make(chan struct{})
+	release := make(chan struct{})
+	var finished atomic.Bool
+	run := func(ctx context.Context, j Job) (string, error) {
+		close(running)
+		<-release // ignores ctx, like a command that takes its time
+		finished.Store(true)
+		return "ok", nil
+	}
+	s := newService(t, storetest.Open(t), run)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	awaitClosed(t, running, "the job never started")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := s.Stop(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "schedule: stop") {
+		t.Errorf("Stop with a running job and a short deadline = %v, want schedule: stop: deadline exceeded", err)
+	}
+	if finished.Load() {
+		t.Fatal("the job finished although it was never released")
+	}
+	close(release)
+}
+
+// Stop cancels a running job's context and returns after it ended and its
+// result was recorded.
+func TestStopCancelsAndRecords(t *testing.T) {
+	running := make(chan struct{})
+	var finished atomic.Bool
+	run := func(ctx context.Context, j Job) (string, error) {
+		close(running)
+		<-ctx.Done()
+		finished.Store(true)
+		return "", ctx.Err()
+	}
+	db := storetest.Open(t)
+	s := newService(t, db, run)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitClosed(t, running, "the job never started")
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !finished.Load() {
+		t.Fatal("Stop returned before the running job ended")
+	}
+	var stored Job
+	if err := db.Get(store.BucketCron, j.ID, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.LastResult != "error: context canceled" {
+		t.Errorf("last_result = %q, want the cancellation recorded", stored.LastResult)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Errorf("second Stop = %v", err)
+	}
+}
+
+// Jobs live in the store: a new service on the reopened file lists and
+// schedules them.
+func TestJobsSurviveReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newService(t, db, newRecorder().run)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	every, err := s.Add(Job{Message: "every", Deliver: true, Channel: "telegram", To: "42", Schedule: Schedule{EverySeconds: i64(600)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cronJob, err := s.Add(Job{Command: "uptime", Schedule: Schedule{CronExpr: "0 9 * * *", TZ: "Europe/Berlin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetEnabled(cronJob.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db2, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	s2 := newService(t, db2, newRecorder().run)
+	start(t, s2)
+	jobs, err := s2.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].ID != every.ID || jobs[1].ID != cronJob.ID {
+		t.Fatalf("after reopen: %+v, want the two jobs oldest first", jobs)
+	}
+	e := jobs[0]
+	if e.Message != "every" || !e.Deliver || e.Channel != "telegram" || e.To != "42" || *e.Schedule.EverySeconds != 600 || !e.Enabled || e.NextRun == nil {
+		t.Errorf("every job after reopen: %+v", e)
+	}
+	c := jobs[1]
+	if c.Command != "uptime" || c.Schedule.CronExpr != "0 9 * * *" || c.Schedule.TZ != "Europe/Berlin" || c.Enabled || c.NextRun != nil {
+		t.Errorf("cron job after reopen: %+v", c)
+	}
+}
+
+// An unreadable record is skipped (and logged), not fatal to the others.
+func TestUnreadableRecordSkipped(t *testing.T) {
+	db := storetest.Open(t)
+	if err := db.Put(store.BucketCron, "broken", "not a job"); err != nil {
+		t.Fatal(err)
+	}
+	s := newService(t, db, newRecorder().run)
+	start(t, s)
+	j, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(60)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.List()
+	if err != nil || len(jobs) != 1 || jobs[0].ID != j.ID {
+		t.Errorf("List = %+v, %v; want only the readable job", jobs, err)
+	}
+}
+
+// A recurring job keeps firing and stays enabled, with a next run ahead.
+func TestRecurringJobRecordsNextRun(t *testing.T) {
+	rec := newRecorder()
+	db := storetest.Open(t)
+	// The shortest interval is 10 s; rather than wait for it, fire the job
+	// through the function the clock calls.
+	s := newService(t, db, rec.run)
+	start(t, s)
+	j, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(600)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.fire(j.ID)
+	var stored Job
+	if err := db.Get(store.BucketCron, j.ID, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if !stored.Enabled || stored.LastRun == nil || stored.NextRun == nil || !stored.NextRun.After(*stored.LastRun) {
+		t.Errorf("after a run: %+v, want enabled with a next run after the last", stored)
+	}
+}
