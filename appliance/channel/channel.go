@@ -46,6 +46,9 @@ type Manager struct {
 	channels map[string]Channel
 	// unavailable records enabled channels this build cannot run, with why.
 	unavailable map[string]string
+	// started are the channels whose Start succeeded and that have not been
+	// stopped: Stop must not stop a channel twice or one that never ran.
+	started []Channel
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -113,7 +116,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	sort.Strings(names)
 	var started []Channel
 	for _, n := range names {
+		m.mu.RLock()
 		c := m.channels[n]
+		m.mu.RUnlock()
 		if err := c.Start(ctx); err != nil {
 			for _, s := range started {
 				s.Stop(context.WithoutCancel(ctx))
@@ -123,6 +128,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		started = append(started, c)
 		m.log.Info("channel started", "channel", n)
 	}
+	m.mu.Lock()
+	m.started = started
+	m.mu.Unlock()
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	m.wg.Add(1)
@@ -170,12 +178,14 @@ func (m *Manager) Stop(ctx context.Context) error {
 		m.cancel()
 	}
 	m.wg.Wait()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock()
+	started := m.started
+	m.started = nil
+	m.mu.Unlock()
 	var errs []error
-	for n, c := range m.channels {
+	for _, c := range started {
 		if err := c.Stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("channel %s: %w", n, err))
+			errs = append(errs, fmt.Errorf("channel %s: %w", c.Name(), err))
 		}
 	}
 	return errors.Join(errs...)

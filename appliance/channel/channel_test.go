@@ -409,3 +409,44 @@ func TestDispatcherOutlivesStartContext(t *testing.T) {
 		t.Errorf("got %q", got.Text)
 	}
 }
+
+// TestStopOnlyStopsStartedChannelsOnce: after a failed start, a later Stop
+// does not stop channels that never ran, and a second Stop stops nothing.
+func TestStopOnlyStopsStartedChannelsOnce(t *testing.T) {
+	m := NewManager(bus.New(4), nil)
+	good := &countingChannel{name: "a"}
+	bad := &countingChannel{name: "b", startErr: errors.New("rejected")}
+	m.Register(good)
+	m.Register(bad)
+	if err := m.Start(context.Background()); err == nil {
+		t.Fatal("start succeeded")
+	}
+	m.Stop(context.Background())
+	m.Stop(context.Background())
+	if good.stops != 1 || bad.stops != 0 {
+		t.Fatalf("stops: good %d (want 1), failed %d (want 0)", good.stops, bad.stops)
+	}
+	ok := &countingChannel{name: "c"}
+	m2 := NewManager(bus.New(4), nil)
+	m2.Register(ok)
+	if err := m2.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m2.Stop(context.Background())
+	m2.Stop(context.Background())
+	if ok.stops != 1 {
+		t.Fatalf("stopped %d times", ok.stops)
+	}
+}
+
+type countingChannel struct {
+	name     string
+	startErr error
+	stops    int
+}
+
+func (c *countingChannel) Name() string                             { return c.name }
+func (c *countingChannel) Start(context.Context) error              { return c.startErr }
+func (c *countingChannel) Stop(context.Context) error               { c.stops++; return nil }
+func (c *countingChannel) Send(context.Context, bus.Outbound) error { return nil }
+func (c *countingChannel) Check(context.Context) (bool, string)     { return true, "" }
