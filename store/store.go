@@ -48,11 +48,14 @@ type DB struct {
 	bolt *bolt.DB
 	path string
 
-	ops     chan *op
-	stop    chan struct{}
-	stopped chan struct{}
-	closeMu sync.RWMutex
+	// Group commit state: the writer that finds the store idle commits
+	// (the leader); writers arriving meanwhile queue in pending and go
+	// into the next transaction together.
+	mu      sync.Mutex
+	pending []*op
+	busy    bool
 	closed  bool
+	idle    *sync.Cond // signalled when busy turns false
 
 	cache *historyCache
 }
@@ -100,14 +103,11 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("store: initialise %s: %w", path, err)
 	}
 	db := &DB{
-		bolt:    b,
-		path:    path,
-		ops:     make(chan *op, maxBatch),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
-		cache:   newHistoryCache(opts.CacheSessions),
+		bolt:  b,
+		path:  path,
+		cache: newHistoryCache(opts.CacheSessions),
 	}
-	go db.committer()
+	db.idle = sync.NewCond(&db.mu)
 	return db, nil
 }
 
@@ -172,15 +172,16 @@ func (db *DB) Size() int64 {
 
 // Close waits for queued writes to commit, then closes the file.
 func (db *DB) Close() error {
-	db.closeMu.Lock()
+	db.mu.Lock()
 	if db.closed {
-		db.closeMu.Unlock()
+		db.mu.Unlock()
 		return nil
 	}
 	db.closed = true
-	close(db.stop)
-	db.closeMu.Unlock()
-	<-db.stopped
+	for db.busy {
+		db.idle.Wait()
+	}
+	db.mu.Unlock()
 	return db.bolt.Close()
 }
 
@@ -197,9 +198,10 @@ func (db *DB) Check() error {
 
 // Ping reports whether the database answers a read, for the readiness check.
 func (db *DB) Ping() error {
-	db.closeMu.RLock()
-	defer db.closeMu.RUnlock()
-	if db.closed {
+	db.mu.Lock()
+	closed := db.closed
+	db.mu.Unlock()
+	if closed {
 		return ErrClosed
 	}
 	return db.bolt.View(func(tx *bolt.Tx) error {
@@ -213,48 +215,59 @@ func (db *DB) Ping() error {
 // update runs fn in a group-committed write transaction and returns once it
 // is durable. fn may run more than once (after a neighbour's failure), so it
 // must only touch the transaction.
+//
+// The caller that finds the store idle commits in its own goroutine: at low
+// load a write costs no goroutine hand-off at all. Writers that arrive while
+// a commit is on its way to disk wait in pending; when the leader's commit
+// returns, it hands the next batch to a fresh goroutine and goes back to
+// its caller, so no one commits on behalf of others for long.
 func (db *DB) update(fn func(*bolt.Tx) error) error {
 	o := &op{fn: fn, done: make(chan error, 1)}
-	db.closeMu.RLock()
+	db.mu.Lock()
 	if db.closed {
-		db.closeMu.RUnlock()
+		db.mu.Unlock()
 		return ErrClosed
 	}
-	db.ops <- o
-	db.closeMu.RUnlock()
+	db.pending = append(db.pending, o)
+	if db.busy {
+		db.mu.Unlock()
+		return <-o.done
+	}
+	db.busy = true
+	batch := db.take()
+	db.mu.Unlock()
+	db.commit(batch)
+	db.next()
 	return <-o.done
 }
 
-func (db *DB) committer() {
-	defer close(db.stopped)
-	batch := make([]*op, 0, maxBatch)
-	for {
-		select {
-		case o := <-db.ops:
-			batch = append(batch[:0], o)
-		case <-db.stop:
-			// Close holds closeMu while closing stop, so no sender is
-			// mid-send; commit what is queued and leave.
-			for {
-				select {
-				case o := <-db.ops:
-					db.commit([]*op{o})
-				default:
-					return
-				}
-			}
-		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case o := <-db.ops:
-				batch = append(batch, o)
-			default:
-				break drain
-			}
-		}
-		db.commit(batch)
+// take removes up to maxBatch pending writes; the caller holds mu.
+func (db *DB) take() []*op {
+	n := min(len(db.pending), maxBatch)
+	batch := db.pending[:n:n]
+	db.pending = db.pending[n:]
+	if len(db.pending) == 0 {
+		db.pending = nil
 	}
+	return batch
+}
+
+// next commits what queued during the last commit, in the background, or
+// marks the store idle.
+func (db *DB) next() {
+	db.mu.Lock()
+	if len(db.pending) == 0 {
+		db.busy = false
+		db.idle.Broadcast()
+		db.mu.Unlock()
+		return
+	}
+	batch := db.take()
+	db.mu.Unlock()
+	go func() {
+		db.commit(batch)
+		db.next()
+	}()
 }
 
 type opError struct {

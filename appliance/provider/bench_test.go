@@ -1,0 +1,54 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sashabaranov/go-openai"
+
+	"github.com/perchhq/perch/appliance/config"
+)
+
+// BenchmarkChatCall is one provider call with a full 200-message history
+// and 20 tool definitions against an instant loopback server: the
+// provider's share of a turn.
+func BenchmarkChatCall(b *testing.B) {
+	reply := []byte(`{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(reply)
+	}))
+	defer srv.Close()
+	cfg := config.Default()
+	cfg.Providers.OpenRouter.APIKey = "k"
+	cfg.Providers.OpenRouter.APIBase = srv.URL
+	cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
+	cl, err := New(context.Background(), cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hist := make([]Message, 200)
+	for i := range hist {
+		hist[i] = Message{Role: []string{"user", "assistant"}[i%2], Content: "hello, how are you today? fine thanks"}
+	}
+	tools := make([]openai.Tool, 20)
+	for i := range tools {
+		tools[i] = openai.Tool{Type: "function", Function: &openai.FunctionDefinition{Name: "tool" + string(rune('a'+i)),
+			Description: strings.Repeat("does things. ", 15),
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"a path in the workspace"},"content":{"type":"string"}},"required":["path"]}`)}}
+	}
+	toolsJSON, _ := json.Marshal(tools)
+	req := Request{System: strings.Repeat("You are Perch. ", 100), History: hist, Messages: hist[:1], Tools: tools, ToolsJSON: toolsJSON}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := cl.Chat(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
