@@ -1,0 +1,97 @@
+package appliance
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perchhq/perch/appliance/tools"
+)
+
+// TestCronToolOverTheScheduler drives the cron tool as the model would,
+// through the registry, against the real scheduler and store.
+func TestCronToolOverTheScheduler(t *testing.T) {
+	sys := newCore(t, newFake(t))
+	ctx := tools.WithCall(context.Background(), tools.Call{Channel: "telegram", ChatID: "77", SessionKey: "telegram:77"})
+	run := func(args string) tools.Result {
+		t.Helper()
+		return sys.Tools.Execute(ctx, "cron", args)
+	}
+	res := run(`{"action":"add","message":"stretch","every_seconds":3600}`)
+	if res.IsError() || !strings.HasPrefix(res.ForLLM, "scheduled job ") || !strings.Contains(res.ForLLM, "every 1h0m0s") {
+		t.Fatalf("add: %+v", res)
+	}
+	id := strings.Fields(strings.TrimPrefix(res.ForLLM, "scheduled job "))[0]
+	id = strings.TrimSuffix(id, ":")
+	jobs, _ := sys.Cron.List()
+	if len(jobs) != 1 || !jobs[0].Deliver || jobs[0].Channel != "telegram" || jobs[0].To != "77" {
+		t.Fatalf("the job does not deliver to the current chat: %+v", jobs)
+	}
+	if res := run(`{"action":"list"}`); !strings.Contains(res.ForLLM, id) || !strings.Contains(res.ForLLM, "stretch") {
+		t.Fatalf("list: %s", res.ForLLM)
+	}
+	if res := run(`{"action":"disable","job_id":"` + id + `"}`); res.IsError() || res.ForLLM != "job "+id+": disabled" {
+		t.Fatalf("disable: %+v", res)
+	}
+	if jobs, _ := sys.Cron.List(); jobs[0].Enabled {
+		t.Fatal("still enabled")
+	}
+	for args, want := range map[string]string{
+		`{"action":"remove"}`:                                    "needs job_id",
+		`{"action":"remove","job_id":"nope"}`:                    "no such job",
+		`{"action":"add","message":"x"}`:                         "exactly one of",
+		`{"action":"add","message":"x","every_seconds":5}`:       "at least 10",
+		`{"action":"add","message":"x","cron_expr":"* * *"}`:     "five fields",
+		`{"action":"add","message":"x","at_seconds":"soon"}`:     "at_seconds",
+		`{"action":"explode"}`:                                   "must be one of",
+		`{"action":"add","cron_expr":"0 9 * * *","tz":"Mars/X"}`: "tz",
+	} {
+		if res := run(args); !res.IsError() || !strings.Contains(res.ForLLM, want) {
+			t.Errorf("%s: %q, want an error containing %q", args, res.ForLLM, want)
+		}
+	}
+	if res := run(`{"action":"remove","job_id":"` + id + `"}`); res.IsError() {
+		t.Fatalf("remove: %+v", res)
+	}
+	// From an internal session there is no chat to deliver to: the agent
+	// gets the message when due instead.
+	ictx := tools.WithCall(context.Background(), tools.Call{Channel: "cli", SessionKey: "rest:default"})
+	if res := sys.Tools.Execute(ictx, "cron", `{"action":"add","message":"check the tank","at_seconds":600}`); res.IsError() {
+		t.Fatal(res.ForLLM)
+	}
+	jobs, _ = sys.Cron.List()
+	if len(jobs) != 1 || jobs[0].Deliver {
+		t.Fatalf("internal-session job: %+v", jobs)
+	}
+}
+
+// TestSubagentAndSpawnTools: the synchronous tool returns the subagent's
+// answer; spawn returns at once as an async result.
+func TestSubagentAndSpawnTools(t *testing.T) {
+	fake := newFake(t)
+	sys := newCore(t, fake)
+	ctx := tools.WithCall(context.Background(), tools.Call{Channel: "telegram", ChatID: "5", SessionKey: "telegram:5"})
+	res := sys.Tools.Execute(ctx, "subagent", `{"task":"summarise the logs","label":"logs"}`)
+	if res.IsError() || res.ForLLM != "echo: summarise the logs" {
+		t.Fatalf("subagent: %+v", res)
+	}
+	res = sys.Tools.Execute(ctx, "spawn", `{"task":"long job"}`)
+	if res.Kind != tools.KindAsync || !strings.Contains(res.ForLLM, "Started background task sa-") {
+		t.Fatalf("spawn: %+v", res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		list := sys.Agent.Subagents().List()
+		if len(list) == 2 && list[1].Status != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spawned task never finished: %+v", list)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res := sys.Tools.Execute(ctx, "subagent", `{}`); !res.IsError() || !strings.Contains(res.ForLLM, `"task"`) {
+		t.Fatalf("missing task: %+v", res)
+	}
+}
