@@ -16,7 +16,7 @@ GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 # Where `make run` keeps its config, workspace and database.
 RUN_HOME ?= $(CURDIR)/.perch
 
-.PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo fuzz bench clean
+.PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo qemu-test fuzz bench clean
 
 all: build
 
@@ -32,6 +32,8 @@ test:
 	@$(STEP) lint $(MAKE) --no-print-directory lint
 	@$(STEP) "go test -race" .ci/gotest
 	@$(STEP) cross $(MAKE) --no-print-directory cross
+	@$(STEP) cross-cgo $(MAKE) --no-print-directory cross-cgo
+	@$(STEP) "drivers under qemu" .ci/qemu-test
 	@$(STEP) fuzz $(MAKE) --no-print-directory fuzz
 
 deps:
@@ -61,6 +63,26 @@ cross:
 	GOOS=linux GOARCH=arm GOARM=7 $(GOBUILD) -o dist/perch_linux_armv7 ./cmd/perch
 	GOOS=linux GOARCH=arm GOARM=6 $(GOBUILD) -o dist/perch_linux_armv6 ./cmd/perch
 	@ls -l dist/perch_linux_*
+
+# The libudev builds (-tags udev, cgo) with Debian's cross compilers, for
+# boards running Debian bookworm or later (glibc >= 2.36); .ci/deps-cgo
+# installs the compilers and multiarch libudev-dev (as root). armv6 has none:
+# Debian's armhf toolchain emits ARMv7 code, so the Pi Zero/1 run the static
+# armv6 build with the pure-Go netlink listener. .ci/udev-test then runs
+# drivers/usb's tests with -tags udev on each architecture (arm under qemu).
+CGOBUILD := CGO_ENABLED=1 $(GO) build -trimpath -tags udev -ldflags '$(LDFLAGS)'
+cross-cgo:
+	@.ci/deps-cgo
+	@mkdir -p dist
+	GOOS=linux GOARCH=amd64 CC=gcc $(CGOBUILD) -o dist/perch_linux_amd64_udev ./cmd/perch
+	GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc $(CGOBUILD) -o dist/perch_linux_arm64_udev ./cmd/perch
+	GOOS=linux GOARCH=arm GOARM=7 CC=arm-linux-gnueabihf-gcc $(CGOBUILD) -o dist/perch_linux_armv7_udev ./cmd/perch
+	.ci/udev-test
+	@ls -l dist/perch_linux_*_udev
+
+# The drivers' tests as arm64 and armv6 (Pi Zero CPU) binaries under qemu-user.
+qemu-test:
+	.ci/qemu-test
 
 # Short fuzz runs of every Fuzz target (10s each); FUZZTIME=1m for longer.
 FUZZTIME ?= 10s

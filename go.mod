@@ -3,20 +3,23 @@ module github.com/perchhq/perch
 go 1.26.0
 
 require (
-	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
-	github.com/godbus/dbus/v5 v5.2.4 // indirect
+	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/godbus/dbus/v5 v5.2.4
+	github.com/jochenvg/go-udev v0.0.0-20240801134859-b65ed646224b
+	github.com/julienschmidt/httprouter v1.3.0
+	github.com/lmittmann/tint v1.2.1
+	github.com/robfig/cron/v3 v3.0.1
+	github.com/sashabaranov/go-openai v1.43.0
+	go.etcd.io/bbolt v1.5.0
+	golang.org/x/net v0.62.0
+	golang.org/x/oauth2 v0.37.0
+	golang.org/x/sys v0.49.0
+	periph.io/x/conn/v3 v3.7.2
+	periph.io/x/devices/v3 v3.7.4
+	periph.io/x/host/v3 v3.8.5
+)
+
+require (
+	cloud.google.com/go/compute/metadata v0.3.0 // indirect
 	github.com/jkeiser/iter v0.0.0-20200628201005-c8aa0ae784d1 // indirect
-	github.com/jochenvg/go-udev v0.0.0-20240801134859-b65ed646224b // indirect
-	github.com/julienschmidt/httprouter v1.3.0 // indirect
-	github.com/landlock-lsm/go-landlock v0.11.0 // indirect
-	github.com/lmittmann/tint v1.2.1 // indirect
-	github.com/robfig/cron/v3 v3.0.1 // indirect
-	github.com/sashabaranov/go-openai v1.43.0 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
-	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/oauth2 v0.37.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	periph.io/x/conn/v3 v3.7.2 // indirect
-	periph.io/x/devices/v3 v3.7.4 // indirect
-	periph.io/x/host/v3 v3.8.5 // indirect
 )

@@ -17,4 +17,17 @@
 // Results come in the five kinds of the spec: basic (to the model), silent (to
 // the model, nothing for the user), async (started in the background; the
 // callback reports completion), error, and user (to the model and the user).
+// A Result may also carry UI commands (canvas nodes) that /chat returns
+// beside the reply.
+//
+// The file tools act on a workspace. With restriction on, every access goes
+// through an os.Root opened on it: ".." and absolute paths elsewhere are
+// refused before any system call, and os.Root refuses symbolic links that
+// lead out, so no spelling of a path reaches a file outside. Writes are
+// atomic (temporary file, fsync, rename).
+//
+// web_fetch reaches only public addresses unless told otherwise. The check
+// sits in the dialer's Control hook, which sees each address after DNS
+// resolution, so a name resolving to 127.0.0.1 or a redirect into the LAN is
+// refused like a literal private address.
 package tools

@@ -41,6 +41,7 @@ type Registry struct {
 	tools map[string]Tool
 	names []string      // sorted, so definitions are stable between turns
 	defs  []openai.Tool // cached provider definitions; nil after a change
+	json  []byte        // defs encoded as a JSON array
 }
 
 // NewRegistry returns an empty registry that logs through log (nil: the
@@ -62,7 +63,7 @@ func (r *Registry) Register(t Tool) {
 		sort.Strings(r.names)
 	}
 	r.tools[name] = t
-	r.defs = nil
+	r.defs, r.json = nil, nil
 }
 
 // Get returns the tool called name.
@@ -132,7 +133,19 @@ func (r *Registry) ProviderDefinitions() []openai.Tool {
 		})
 	}
 	r.defs = defs
+	if b, err := json.Marshal(defs); err == nil {
+		r.json = b
+	}
 	return defs
+}
+
+// ProviderDefinitionsJSON returns ProviderDefinitions encoded as a JSON
+// array, cached: the request body of every turn embeds it.
+func (r *Registry) ProviderDefinitionsJSON() []byte {
+	r.ProviderDefinitions()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.json
 }
 
 // Summaries returns one "name: first sentence of the description" line per
@@ -142,6 +155,9 @@ func (r *Registry) Summaries() []string {
 	out := make([]string, 0, len(defs))
 	for _, d := range defs {
 		desc := d.Description
+		if i := strings.IndexByte(desc, '\n'); i > 0 {
+			desc = strings.TrimSpace(desc[:i])
+		}
 		if i := strings.Index(desc, ". "); i > 0 {
 			desc = desc[:i+1]
 		}
@@ -230,4 +246,3 @@ func (f Func) Schema() Schema {
 
 // Execute implements Tool.
 func (f Func) Execute(ctx context.Context, args Args) Result { return f.Run(ctx, args) }
-

@@ -28,6 +28,16 @@ type Property struct {
 	Default     any       `json:"default,omitempty"`
 }
 
+// MarshalJSON writes absent properties as {}: providers reject an object
+// schema whose properties are null.
+func (s Schema) MarshalJSON() ([]byte, error) {
+	type plain Schema
+	if s.Properties == nil {
+		s.Properties = map[string]*Property{}
+	}
+	return json.Marshal(plain(s))
+}
+
 // Object builds a Schema from properties and the names that are required.
 func Object(props map[string]*Property, required ...string) Schema {
 	return Schema{Type: "object", Properties: props, Required: required}
@@ -120,15 +130,9 @@ func (p *Property) check(name string, v any) (any, error) {
 		}
 		return s, nil
 	case "integer":
-		f, ok := v.(float64)
+		f, ok := toFloat(v)
 		if !ok {
-			if i, isInt := v.(int64); isInt {
-				f = float64(i)
-			} else if i, isInt := v.(int); isInt {
-				f = float64(i)
-			} else {
-				return nil, typeErr(name, "an integer", v)
-			}
+			return nil, typeErr(name, "an integer", v)
 		}
 		if f != math.Trunc(f) || math.IsInf(f, 0) || math.Abs(f) > 1<<53 {
 			return nil, fmt.Errorf("argument %q must be a whole number, got %v", name, f)
@@ -136,17 +140,19 @@ func (p *Property) check(name string, v any) (any, error) {
 		if err := p.bounds(name, f); err != nil {
 			return nil, err
 		}
+		if err := p.numEnum(name, f); err != nil {
+			return nil, err
+		}
 		return int64(f), nil
 	case "number":
-		f, ok := v.(float64)
+		f, ok := toFloat(v)
 		if !ok {
-			if i, isInt := v.(int64); isInt {
-				f = float64(i)
-			} else {
-				return nil, typeErr(name, "a number", v)
-			}
+			return nil, typeErr(name, "a number", v)
 		}
 		if err := p.bounds(name, f); err != nil {
+			return nil, err
+		}
+		if err := p.numEnum(name, f); err != nil {
 			return nil, err
 		}
 		return f, nil
@@ -189,6 +195,34 @@ func (p *Property) bounds(name string, f float64) error {
 		return fmt.Errorf("argument %q must be at most %v, got %v", name, *p.Maximum, f)
 	}
 	return nil
+}
+
+// numEnum checks a number against an enum declared with Go numbers of any
+// kind (0, int64(0) and 0.0 are the same value to the model).
+func (p *Property) numEnum(name string, f float64) error {
+	if len(p.Enum) == 0 {
+		return nil
+	}
+	for _, e := range p.Enum {
+		if ef, ok := toFloat(e); ok && ef == f {
+			return nil
+		}
+	}
+	return fmt.Errorf("argument %q must be one of %s, got %v", name, enumList(p.Enum), f)
+}
+
+// toFloat accepts the numbers JSON decoding gives (float64) and those Go
+// callers of ExecuteWith pass (int, int64).
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	}
+	return 0, false
 }
 
 func typeErr(name, want string, v any) error {

@@ -1,0 +1,380 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/perchhq/perch/appliance/agent"
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/appliance/provider/providertest"
+	"github.com/perchhq/perch/appliance/tools"
+	"github.com/perchhq/perch/store"
+	"github.com/perchhq/perch/store/storetest"
+)
+
+type fixture struct {
+	loop *agent.Loop
+	fake *providertest.Server
+	db   *store.DB
+	bus  *bus.Bus
+	reg  *tools.Registry
+}
+
+// newFixture builds a loop over a real store and a real provider client
+// talking to a loopback fake.
+func newFixture(t *testing.T, mutate func(*agent.Options)) *fixture {
+	t.Helper()
+	fake := providertest.New()
+	t.Cleanup(fake.Close)
+	cfg := config.Default()
+	cfg.Providers.OpenRouter.APIKey = "k"
+	cfg.Providers.OpenRouter.APIBase = fake.Base()
+	cfg.Providers.OpenRouter.MaxRetries = 0
+	cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
+	cl, err := provider.New(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{fake: fake, db: storetest.Open(t), bus: bus.New(64)}
+	f.reg = tools.NewRegistry(slog.New(slog.DiscardHandler))
+	f.reg.Register(tools.Func{ToolName: "echo", ToolDescription: "Echo text back.",
+		Params: tools.Object(map[string]*tools.Property{"text": tools.String("text")}, "text"),
+		Run: func(ctx context.Context, a tools.Args) tools.Result {
+			c := tools.CallFrom(ctx)
+			return tools.Text("echoed " + a.String("text") + " in " + c.SessionKey)
+		}})
+	opts := agent.Options{Store: f.db, Provider: cl, Tools: f.reg, Bus: f.bus, Workspace: t.TempDir(),
+		Log: slog.New(slog.DiscardHandler), MaxToolIterations: 5, MaxConcurrentTurns: 4, MaxQueuedTurns: 4,
+		TurnTimeout: 5 * time.Second, HistoryLimit: 100}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	f.loop = agent.New(opts)
+	t.Cleanup(func() { f.loop.Stop(context.Background()) })
+	return f
+}
+
+func in(session, text string) bus.Inbound {
+	return bus.Inbound{Channel: "cli", ChatID: "t", SessionKey: session, Text: text}
+}
+
+func TestTurnRunsToolsAndStoresEverything(t *testing.T) {
+	f := newFixture(t, nil)
+	f.fake.Enqueue(
+		providertest.Reply{Content: "let me check", ToolCalls: []providertest.ToolCall{{ID: "a", Name: "echo", Args: `{"text":"hi"}`}, {ID: "b", Name: "nope", Args: `{}`}}},
+		providertest.Reply{Content: "done", Usage: [3]int{7, 3, 10}},
+	)
+	rep, err := f.loop.Process(context.Background(), in("s1", "go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Text != "done" {
+		t.Fatalf("reply %q", rep.Text)
+	}
+	second := f.fake.Requests()[1].Body.Messages
+	var toolMsgs []string
+	for _, m := range second {
+		if m.Role == "tool" {
+			toolMsgs = append(toolMsgs, m.ToolCallID+"="+m.Content)
+		}
+	}
+	if len(toolMsgs) != 2 || toolMsgs[0] != "a=echoed hi in s1" || !strings.Contains(toolMsgs[1], `unknown tool "nope"`) {
+		t.Fatalf("tool results sent: %v", toolMsgs)
+	}
+	if second[0].Role != "system" || !strings.Contains(second[0].Content, "echo: Echo text back.") {
+		t.Errorf("system prompt lacks the tool summary: %q", second[0].Content)
+	}
+	h, _ := f.db.History("s1")
+	roles := make([]string, len(h))
+	for i, m := range h {
+		roles[i] = m.Role
+	}
+	if strings.Join(roles, ",") != "user,assistant,tool,tool,assistant" {
+		t.Fatalf("stored roles %v", roles)
+	}
+	if info, _ := f.db.Session("s1"); info.Usage.TotalTokens != 25 { // 15 default + 10
+		t.Errorf("usage %+v", info.Usage)
+	}
+}
+
+// TestUserMessageStoredBeforeProviderCall: when the provider fails, the
+// user's message is already durable.
+func TestUserMessageStoredBeforeProviderCall(t *testing.T) {
+	f := newFixture(t, nil)
+	f.fake.Enqueue(providertest.Reply{Status: 500, ErrorMessage: "down"})
+	_, err := f.loop.Process(context.Background(), in("s", "remember me"))
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("err %v", err)
+	}
+	h, _ := f.db.History("s")
+	if len(h) != 1 || h[0].Content != "remember me" {
+		t.Fatalf("history %+v", h)
+	}
+}
+
+func TestCommandsAnswerWithoutModel(t *testing.T) {
+	f := newFixture(t, nil)
+	f.loop.RegisterCommand(agent.Command{Name: "/ping", Help: "pong", Run: func(_ context.Context, _ bus.Inbound, args string) (string, error) {
+		return "pong " + args, nil
+	}})
+	for text, want := range map[string]string{
+		"/ping a b":      "pong a b",
+		"/ping@perchbot": "pong ",
+		"/PING":          "pong ",
+	} {
+		rep, err := f.loop.Process(context.Background(), in("c", text))
+		if err != nil || rep.Text != want || !rep.Command {
+			t.Errorf("%q: %+v %v", text, rep, err)
+		}
+	}
+	rep, _ := f.loop.Process(context.Background(), in("c", "/help"))
+	if !strings.Contains(rep.Text, "/ping — pong") || !strings.Contains(rep.Text, "/new") {
+		t.Errorf("/help: %q", rep.Text)
+	}
+	if f.fake.Calls() != 0 {
+		t.Fatal("a command reached the model")
+	}
+	rep, _ = f.loop.Process(context.Background(), in("c", "/etc/hosts please"))
+	if rep.Command || rep.Text != "echo: /etc/hosts please" {
+		t.Errorf("path treated as command: %+v", rep)
+	}
+	f.loop.Process(context.Background(), in("c", "/new"))
+	if h, _ := f.db.History("c"); len(h) != 0 {
+		t.Errorf("/new left %d messages", len(h))
+	}
+}
+
+func TestNoProvider(t *testing.T) {
+	f := newFixture(t, func(o *agent.Options) {
+		o.Provider = nil
+		o.NoProvider = fmt.Errorf("%w: set providers.x.api_key", provider.ErrNoProvider)
+	})
+	_, err := f.loop.Process(context.Background(), in("s", "hi"))
+	if !errors.Is(err, provider.ErrNoProvider) || !strings.Contains(err.Error(), "providers.x.api_key") {
+		t.Fatalf("err %v", err)
+	}
+	if rep, err := f.loop.Process(context.Background(), in("s", "/status")); err != nil || !strings.Contains(rep.Text, "not ready") {
+		t.Fatalf("/status without provider: %+v %v", rep, err)
+	}
+}
+
+// TestSessionTurnsAreSerialised: two concurrent turns on one session never
+// overlap; the second sees the first's reply in its history.
+func TestSessionTurnsAreSerialised(t *testing.T) {
+	f := newFixture(t, nil)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	inFlight, maxInFlight := 0, 0
+	f.fake.Default = func(r providertest.ChatRequest) providertest.Reply {
+		mu.Lock()
+		inFlight++
+		if inFlight > maxInFlight {
+			maxInFlight = inFlight
+		}
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return providertest.Reply{Content: "r:" + providertest.LastUser(r)}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.loop.Process(context.Background(), in("same", fmt.Sprint(i)))
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if maxInFlight != 1 {
+		t.Fatalf("%d turns of one session ran at once", maxInFlight)
+	}
+	h, _ := f.db.History("same")
+	if len(h) != 4 || h[0].Role != "user" || h[1].Role != "assistant" || h[2].Role != "user" {
+		t.Fatalf("history interleaved: %+v", h)
+	}
+}
+
+func TestBusyAndTimeout(t *testing.T) {
+	f := newFixture(t, func(o *agent.Options) {
+		o.MaxConcurrentTurns, o.MaxQueuedTurns, o.TurnTimeout = 1, 1, 300*time.Millisecond
+	})
+	release := make(chan struct{})
+	defer close(release)
+	f.fake.Default = func(providertest.ChatRequest) providertest.Reply {
+		select {
+		case <-release:
+		case <-time.After(2 * time.Second):
+		}
+		return providertest.Reply{Content: "late"}
+	}
+	errs := make(chan error, 3)
+	for i := 0; i < 2; i++ {
+		go func() {
+			_, err := f.loop.Process(context.Background(), in(fmt.Sprintf("b%d", i), "x"))
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	// Two admitted (one running, one waiting): the third is refused at once.
+	start := time.Now()
+	_, err := f.loop.Process(context.Background(), in("b3", "x"))
+	if !errors.Is(err, agent.ErrBusy) || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("third turn: %v after %v", err, time.Since(start))
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; !errors.Is(err, agent.ErrTimeout) {
+			t.Errorf("turn past its deadline: %v", err)
+		}
+	}
+	if st := f.loop.Stats(); st.Running != 0 || st.QueueDepth != 0 {
+		t.Errorf("stats after: %+v", st)
+	}
+}
+
+func TestToolIterationsAreBounded(t *testing.T) {
+	f := newFixture(t, func(o *agent.Options) { o.MaxToolIterations = 3 })
+	f.fake.Default = func(providertest.ChatRequest) providertest.Reply {
+		return providertest.Reply{ToolCalls: []providertest.ToolCall{{Name: "echo", Args: `{"text":"again"}`}}}
+	}
+	rep, err := f.loop.Process(context.Background(), in("loop", "spin"))
+	if err != nil || !strings.Contains(rep.Text, "max_tool_iterations") {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if f.fake.Calls() != 3 {
+		t.Fatalf("%d calls", f.fake.Calls())
+	}
+}
+
+func TestSubagentsRunAndSpawn(t *testing.T) {
+	f := newFixture(t, nil)
+	sub := f.loop.Subagents()
+	out, err := sub.Run(context.Background(), "count the sheep", "sheep")
+	if err != nil || out != "echo: count the sheep" {
+		t.Fatalf("run: %q %v", out, err)
+	}
+	// The subagent's conversation is its own: only its task.
+	msgs := f.fake.Requests()[0].Body.Messages
+	if len(msgs) != 2 || msgs[1].Content != "count the sheep" {
+		t.Fatalf("subagent saw %+v", msgs)
+	}
+	for _, tl := range f.fake.Requests()[0].Body.Tools {
+		if strings.Contains(fmt.Sprint(tl), `"spawn"`) {
+			t.Error("a subagent was offered spawn")
+		}
+	}
+	ctx := tools.WithCall(context.Background(), tools.Call{Channel: "telegram", ChatID: "42", SessionKey: "telegram:42"})
+	id, err := sub.Spawn(ctx, "slow job", "bg")
+	if err != nil || !strings.HasPrefix(id, "sa-") {
+		t.Fatalf("spawn: %q %v", id, err)
+	}
+	select {
+	case out := <-f.bus.Outbound():
+		if out.Channel != "telegram" || out.ChatID != "42" || !strings.Contains(out.Text, "echo: slow job") {
+			t.Fatalf("notice %+v", out)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no completion notice")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h, _ := f.db.History("telegram:42")
+		if len(h) == 1 && strings.Contains(h[0].Content, "finished") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("requester's history: %+v", h)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	list := sub.List()
+	if len(list) != 2 || list[0].Status != agent.StatusDone || list[1].Label != "bg" {
+		t.Fatalf("list %+v", list)
+	}
+}
+
+func TestLastActiveIgnoresInternalChannels(t *testing.T) {
+	f := newFixture(t, nil)
+	f.loop.Process(context.Background(), bus.Inbound{Channel: "telegram", ChatID: "9", Text: "/help"})
+	f.loop.Process(context.Background(), in("x", "/help"))
+	if ch, chat := f.loop.LastActive(); ch != "telegram" || chat != "9" {
+		t.Fatalf("last active %s:%s", ch, chat)
+	}
+}
+
+func TestBusMessagesAreAnswered(t *testing.T) {
+	f := newFixture(t, nil)
+	f.loop.Start(context.Background())
+	f.bus.PublishInbound(context.Background(), bus.Inbound{Channel: "telegram", ChatID: "5", Text: "hello", ReplyTo: "m1"})
+	select {
+	case out := <-f.bus.Outbound():
+		if out.Channel != "telegram" || out.ChatID != "5" || out.Text != "echo: hello" || out.ReplyTo != "m1" {
+			t.Fatalf("reply %+v", out)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reply on the bus")
+	}
+}
+
+func TestAskHasNoHistory(t *testing.T) {
+	f := newFixture(t, nil)
+	f.loop.Process(context.Background(), in("system:heartbeat", "old"))
+	out, err := f.loop.Ask(context.Background(), "heartbeat", "check tasks")
+	if err != nil || out != "echo: check tasks" {
+		t.Fatalf("%q %v", out, err)
+	}
+	last := f.fake.Requests()[1].Body.Messages
+	if len(last) != 2 {
+		t.Fatalf("heartbeat saw history: %+v", last)
+	}
+}
+
+func TestSkillsInPrompt(t *testing.T) {
+	ws := t.TempDir()
+	f := newFixture(t, func(o *agent.Options) { o.Workspace = ws })
+	writeFile(t, ws+"/AGENT.md", "Always answer in haiku.")
+	writeFile(t, ws+"/skills/weather/SKILL.md", "---\nname: weather\ndescription: Read the BME280 and describe the weather\n---\n# Weather\n")
+	f.loop.Process(context.Background(), in("p", "hi"))
+	sys := f.fake.Requests()[0].Body.Messages[0].Content
+	for _, want := range []string{"Always answer in haiku.", "weather (skills/weather/SKILL.md): Read the BME280"} {
+		if !strings.Contains(sys, want) {
+			t.Errorf("system prompt lacks %q:\n%s", want, sys)
+		}
+	}
+	if s := agent.Skills(ws); len(s) != 1 || s[0].Name != "weather" {
+		t.Errorf("skills %+v", s)
+	}
+}
+
+// TestStopCancelsTurnsInFlight: shutting down does not wait out a slow
+// provider; the turn ends with ErrStopped.
+func TestStopCancelsTurnsInFlight(t *testing.T) {
+	f := newFixture(t, nil)
+	f.fake.Default = func(providertest.ChatRequest) providertest.Reply {
+		time.Sleep(3 * time.Second)
+		return providertest.Reply{Content: "late"}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.loop.Process(context.Background(), in("slow", "x"))
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	f.loop.Stop(context.Background())
+	if err := <-errc; !errors.Is(err, agent.ErrStopped) || time.Since(start) > time.Second {
+		t.Fatalf("err %v after %v", err, time.Since(start))
+	}
+}

@@ -1,0 +1,378 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/appliance/tools"
+	"github.com/perchhq/perch/store"
+)
+
+// Provider is what the loop needs of an upstream model.
+type Provider interface {
+	Chat(ctx context.Context, r provider.Request) (*provider.Response, error)
+	Name() string
+	Model() string
+}
+
+// Options configure a Loop.
+type Options struct {
+	Store *store.DB
+	// Provider may be nil: the loop then answers commands and refuses
+	// other messages with NoProvider, whose message says what to set.
+	Provider   Provider
+	NoProvider error
+	Tools      *tools.Registry
+	Bus        *bus.Bus
+	Log        *slog.Logger
+	Workspace  string
+
+	MaxToolIterations  int
+	MaxConcurrentTurns int
+	MaxQueuedTurns     int
+	TurnTimeout        time.Duration
+	HistoryLimit       int
+	MaxSubagents       int
+}
+
+// Reply is a turn's outcome.
+type Reply struct {
+	Text string
+	UI   []tools.UICommand
+	// Command is set when an offline command answered.
+	Command bool
+	Usage   provider.Usage
+}
+
+// Loop runs turns.
+type Loop struct {
+	opts Options
+	log  *slog.Logger
+
+	prov   atomic.Pointer[provHolder]
+	prompt *promptBuilder
+
+	sem      chan struct{}
+	admitted atomic.Int64 // turns waiting or running
+	running  atomic.Int64
+
+	locksMu sync.Mutex
+	locks   map[string]*sessionLock
+
+	cmdMu    sync.RWMutex
+	commands map[string]Command
+
+	lastMu    sync.Mutex
+	lastRoute [2]string
+	subagents *Subagents
+	started   time.Time
+	stopOnce  sync.Once
+	stopCh    chan struct{}
+	// base is cancelled by Stop: every turn's context derives from it, so
+	// shutting down cancels turns in flight (spec §1).
+	base       context.Context
+	cancelBase context.CancelFunc
+	consumerWG sync.WaitGroup
+	turnsWG    sync.WaitGroup
+}
+
+type provHolder struct {
+	p   Provider
+	err error
+}
+
+type sessionLock struct {
+	ch   chan struct{}
+	refs int
+}
+
+// New returns a loop; Start begins consuming the bus.
+func New(opts Options) *Loop {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.MaxToolIterations < 1 {
+		opts.MaxToolIterations = 20
+	}
+	if opts.MaxConcurrentTurns < 1 {
+		opts.MaxConcurrentTurns = 16
+	}
+	if opts.MaxQueuedTurns < 0 {
+		opts.MaxQueuedTurns = 0
+	}
+	if opts.TurnTimeout <= 0 {
+		opts.TurnTimeout = 5 * time.Minute
+	}
+	if opts.HistoryLimit < 100 {
+		opts.HistoryLimit = 200
+	}
+	if opts.MaxSubagents < 1 {
+		opts.MaxSubagents = 4
+	}
+	if opts.Tools == nil {
+		opts.Tools = tools.NewRegistry(opts.Log)
+	}
+	l := &Loop{
+		opts:     opts,
+		log:      opts.Log,
+		prompt:   newPromptBuilder(opts.Workspace),
+		sem:      make(chan struct{}, opts.MaxConcurrentTurns),
+		locks:    map[string]*sessionLock{},
+		commands: map[string]Command{},
+		started:  time.Now(),
+		stopCh:   make(chan struct{}),
+	}
+	l.base, l.cancelBase = context.WithCancel(context.Background())
+	l.SetProvider(opts.Provider, opts.NoProvider)
+	l.subagents = newSubagents(l, opts.MaxSubagents)
+	l.registerBuiltins()
+	return l
+}
+
+// SetProvider replaces the provider (after a first-run setup, say). A nil p
+// with err puts the loop in the degraded state err describes.
+func (l *Loop) SetProvider(p Provider, err error) {
+	if p == nil && err == nil {
+		err = provider.ErrNoProvider
+	}
+	l.prov.Store(&provHolder{p: p, err: err})
+}
+
+// Provider returns the current provider, or nil and why there is none.
+func (l *Loop) Provider() (Provider, error) {
+	h := l.prov.Load()
+	return h.p, h.err
+}
+
+// Subagents returns the subagent manager (for the subagent/spawn tools).
+func (l *Loop) Subagents() *Subagents { return l.subagents }
+
+// Tools returns the registry.
+func (l *Loop) Tools() *tools.Registry { return l.opts.Tools }
+
+// Start consumes inbound bus messages (channels, cron, heartbeats) until
+// Stop, answering each on its channel.
+func (l *Loop) Start(ctx context.Context) error {
+	if l.opts.Bus == nil {
+		return nil
+	}
+	l.consumerWG.Add(1)
+	go func() {
+		defer l.consumerWG.Done()
+		for {
+			select {
+			case <-l.stopCh:
+				return
+			case in, ok := <-l.opts.Bus.Inbound():
+				if !ok {
+					return
+				}
+				l.turnsWG.Add(1)
+				go func() {
+					defer l.turnsWG.Done()
+					l.answer(in)
+				}()
+			}
+		}
+	}()
+	return nil
+}
+
+// answer runs a bus message's turn and sends the reply back on its channel.
+func (l *Loop) answer(in bus.Inbound) {
+	rep, err := l.Process(l.base, in)
+	text := ""
+	switch {
+	case err == nil:
+		text = rep.Text
+	case errors.Is(err, ErrStopped), errors.Is(err, context.Canceled):
+		return
+	default:
+		l.log.Warn("turn failed", "session", in.Key(), "channel", in.Channel, "err", err)
+		text = "Sorry, I could not answer: " + err.Error()
+	}
+	if strings.TrimSpace(text) == "" {
+		return
+	}
+	if err := l.opts.Bus.PublishOutbound(bus.Outbound{Channel: in.Channel, ChatID: in.ChatID, Text: text, ReplyTo: in.ReplyTo}); err != nil {
+		l.log.Warn("reply dropped", "channel", in.Channel, "err", err)
+	}
+}
+
+// Stop cancels running turns and subagents and waits for them.
+func (l *Loop) Stop(ctx context.Context) error {
+	l.stopOnce.Do(func() {
+		close(l.stopCh)
+		l.cancelBase()
+	})
+	done := make(chan struct{})
+	go func() {
+		l.consumerWG.Wait()
+		l.turnsWG.Wait()
+		l.subagents.wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("agent: stop: %w", ctx.Err())
+	}
+}
+
+// Stats are the loop's figures for /admin/status.
+type Stats struct {
+	ActiveSessions int
+	QueueDepth     int
+	Running        int
+}
+
+// Stats returns current figures.
+func (l *Loop) Stats() Stats {
+	l.locksMu.Lock()
+	active := len(l.locks)
+	l.locksMu.Unlock()
+	run := int(l.running.Load())
+	q := int(l.admitted.Load()) - run
+	if q < 0 {
+		q = 0
+	}
+	return Stats{ActiveSessions: active, QueueDepth: q, Running: run}
+}
+
+// LastActive returns the external channel and chat that spoke last, where
+// device notifications go.
+func (l *Loop) LastActive() (channel, chatID string) {
+	l.lastMu.Lock()
+	defer l.lastMu.Unlock()
+	if l.lastRoute[0] == "" && l.opts.Store != nil {
+		// After a restart: the most recently updated external session.
+		if ss, err := l.opts.Store.Sessions(); err == nil {
+			for _, s := range ss {
+				if s.Channel != "" && !bus.IsInternal(s.Channel) {
+					l.lastRoute = [2]string{s.Channel, s.ChatID}
+					break
+				}
+			}
+		}
+	}
+	return l.lastRoute[0], l.lastRoute[1]
+}
+
+func (l *Loop) noteRoute(in bus.Inbound) {
+	if bus.IsInternal(in.Channel) || in.ChatID == "" {
+		return
+	}
+	l.lastMu.Lock()
+	l.lastRoute = [2]string{in.Channel, in.ChatID}
+	l.lastMu.Unlock()
+}
+
+// Process runs one turn for in and returns the reply. It is safe for
+// concurrent use; turns of one session are serialised.
+func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
+	select {
+	case <-l.stopCh:
+		return nil, ErrStopped
+	default:
+	}
+	text := strings.TrimSpace(in.Text)
+	if text == "" && len(in.Media) == 0 {
+		return nil, ErrEmpty
+	}
+	if in.Channel == "" {
+		in.Channel = bus.ChannelCLI
+	}
+	key := in.Key()
+	cmd, args, isCmd := l.command(text)
+
+	// Admission: bounded waiting instead of an unbounded queue.
+	limit := int64(l.opts.MaxConcurrentTurns + l.opts.MaxQueuedTurns)
+	if n := l.admitted.Add(1); n > limit {
+		l.admitted.Add(-1)
+		return nil, ErrBusy
+	}
+	defer l.admitted.Add(-1)
+
+	ctx, cancel := context.WithTimeout(ctx, l.opts.TurnTimeout)
+	defer cancel()
+	defer context.AfterFunc(l.base, cancel)()
+
+	unlock, err := l.lockSession(ctx, key)
+	if err != nil {
+		return nil, l.ctxErr(ctx, err)
+	}
+	defer unlock()
+	l.noteRoute(in)
+
+	if isCmd {
+		out, err := cmd.Run(ctx, in, args)
+		if err != nil {
+			return nil, err
+		}
+		return &Reply{Text: out, Command: true}, nil
+	}
+	p, perr := l.Provider()
+	if p == nil {
+		return nil, perr
+	}
+	select {
+	case l.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, l.ctxErr(ctx, ctx.Err())
+	}
+	defer func() { <-l.sem }()
+	l.running.Add(1)
+	defer l.running.Add(-1)
+
+	rep, err := l.turn(ctx, p, storeSession{l.opts.Store, key, l.opts.HistoryLimit, in}, in)
+	if err != nil {
+		return nil, l.ctxErr(ctx, err)
+	}
+	return rep, nil
+}
+
+func (l *Loop) ctxErr(ctx context.Context, err error) error {
+	if l.base.Err() != nil {
+		return ErrStopped
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ErrTimeout
+	}
+	return err
+}
+
+// lockSession waits for the session's turn slot.
+func (l *Loop) lockSession(ctx context.Context, key string) (func(), error) {
+	l.locksMu.Lock()
+	sl := l.locks[key]
+	if sl == nil {
+		sl = &sessionLock{ch: make(chan struct{}, 1)}
+		l.locks[key] = sl
+	}
+	sl.refs++
+	l.locksMu.Unlock()
+	release := func() {
+		l.locksMu.Lock()
+		sl.refs--
+		if sl.refs == 0 {
+			delete(l.locks, key)
+		}
+		l.locksMu.Unlock()
+	}
+	select {
+	case sl.ch <- struct{}{}:
+		return func() { <-sl.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}

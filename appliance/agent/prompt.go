@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/tools"
+)
+
+// Workspace files read into the system prompt, in this order.
+var promptFiles = []string{"AGENT.md", "IDENTITY.md", "USER.md", "memory/MEMORY.md"}
+
+// maxPromptFile caps each file so a runaway memory file cannot eat the
+// model's context.
+const maxPromptFile = 16 << 10
+
+// promptBuilder assembles the system prompt. The workspace part is cached and
+// rebuilt when a file's modification time changes, checked at most once a
+// second: a turn should not cost a handful of stat calls.
+type promptBuilder struct {
+	dir string
+
+	mu        sync.Mutex
+	checked   time.Time
+	stamp     string
+	static    string
+	toolCount int
+	toolText  string
+}
+
+func newPromptBuilder(dir string) *promptBuilder { return &promptBuilder{dir: dir} }
+
+func (b *promptBuilder) build(reg *tools.Registry, in bus.Inbound, key string) string {
+	b.mu.Lock()
+	if time.Since(b.checked) > time.Second {
+		b.checked = time.Now()
+		if st := b.fileStamp(); st != b.stamp || b.static == "" {
+			b.stamp = st
+			b.static = b.readStatic()
+		}
+	}
+	if n := reg.Count(); n != b.toolCount || b.toolText == "" {
+		b.toolCount = n
+		b.toolText = "## Tools\n" + strings.Join(reg.Summaries(), "\n") + "\n"
+	}
+	static, toolText := b.static, b.toolText
+	b.mu.Unlock()
+
+	var sb strings.Builder
+	sb.Grow(len(static) + len(toolText) + 256)
+	sb.WriteString(static)
+	sb.WriteString(toolText)
+	now := time.Now()
+	fmt.Fprintf(&sb, "\n## Now\nTime: %s (%s)\nSession: %s (channel %s", now.Format("2006-01-02 15:04 MST"), now.Weekday(), key, in.Channel)
+	if in.ChatID != "" {
+		fmt.Fprintf(&sb, ", chat %s", in.ChatID)
+	}
+	sb.WriteString(")\n")
+	return sb.String()
+}
+
+// fileStamp summarises the prompt files' and skills' modification times.
+func (b *promptBuilder) fileStamp() string {
+	var sb strings.Builder
+	for _, f := range append(promptFiles, "skills") {
+		if st, err := os.Stat(filepath.Join(b.dir, filepath.FromSlash(f))); err == nil {
+			fmt.Fprintf(&sb, "%s:%d:%d;", f, st.ModTime().UnixNano(), st.Size())
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(b.dir, "skills")); err == nil {
+		for _, e := range ents {
+			if st, err := os.Stat(filepath.Join(b.dir, "skills", e.Name(), "SKILL.md")); err == nil {
+				fmt.Fprintf(&sb, "%s:%d;", e.Name(), st.ModTime().UnixNano())
+			}
+		}
+	}
+	return sb.String()
+}
+
+func (b *promptBuilder) readStatic() string {
+	var sb strings.Builder
+	sb.WriteString("You are Perch, an AI agent running on a small Linux board. You answer chat messages, " +
+		"use tools to act, and keep answers short and plain.\n")
+	fmt.Fprintf(&sb, "Your workspace is %s; file tools and shell commands work inside it.\n\n", b.dir)
+	for _, f := range promptFiles {
+		data, err := os.ReadFile(filepath.Join(b.dir, filepath.FromSlash(f)))
+		if err != nil || len(strings.TrimSpace(string(data))) == 0 {
+			continue
+		}
+		text := string(data)
+		if len(text) > maxPromptFile {
+			text = text[:maxPromptFile] + "\n[truncated]"
+		}
+		fmt.Fprintf(&sb, "## %s\n%s\n\n", f, strings.TrimSpace(text))
+	}
+	if skills := Skills(b.dir); len(skills) > 0 {
+		sb.WriteString("## Skills\nRead a skill's SKILL.md with read_file before using it.\n")
+		for _, s := range skills {
+			fmt.Fprintf(&sb, "- %s (skills/%s/SKILL.md): %s\n", s.Name, s.Name, s.Summary)
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
+
+// Skill is a folder under workspace/skills with a SKILL.md.
+type Skill struct {
+	Name    string
+	Summary string
+	Path    string
+}
+
+// Skills lists the workspace's skills, sorted by name.
+func Skills(workspace string) []Skill {
+	dir := filepath.Join(workspace, "skills")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []Skill
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name(), "SKILL.md")
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		out = append(out, Skill{Name: e.Name(), Summary: skillSummary(string(data)), Path: p})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// skillSummary is the front matter's description, else the first text line.
+func skillSummary(md string) string {
+	lines := strings.Split(md, "\n")
+	if len(lines) > 0 && strings.TrimSpace(lines[0]) == "---" {
+		for _, ln := range lines[1:] {
+			if strings.TrimSpace(ln) == "---" {
+				break
+			}
+			if k, v, ok := strings.Cut(ln, ":"); ok && strings.TrimSpace(k) == "description" {
+				return strings.Trim(strings.TrimSpace(v), `"'`)
+			}
+		}
+	}
+	inFront := len(lines) > 0 && strings.TrimSpace(lines[0]) == "---"
+	for i, ln := range lines {
+		t := strings.TrimSpace(ln)
+		if inFront {
+			if i > 0 && t == "---" {
+				inFront = false
+			}
+			continue
+		}
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		if len(t) > 160 {
+			t = t[:160] + "…"
+		}
+		return t
+	}
+	return ""
+}

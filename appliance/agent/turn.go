@@ -1,0 +1,216 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sashabaranov/go-openai"
+
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/appliance/tools"
+	"github.com/perchhq/perch/store"
+)
+
+// session is where a turn reads and writes its conversation: the store for
+// real sessions, memory for subagents.
+type session interface {
+	Key() string
+	History() ([]store.Message, error)
+	Append(msgs []store.Message, u provider.Usage) error
+}
+
+type storeSession struct {
+	db    *store.DB
+	key   string
+	limit int
+	in    bus.Inbound
+}
+
+func (s storeSession) Key() string                       { return s.key }
+func (s storeSession) History() ([]store.Message, error) { return s.db.History(s.key) }
+func (s storeSession) Append(msgs []store.Message, u provider.Usage) error {
+	if len(msgs) == 0 && u == (provider.Usage{}) {
+		return nil
+	}
+	return s.db.Append(s.key, msgs, store.Usage{
+		PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens), TotalTokens: int64(u.TotalTokens),
+	}, s.limit, s.in.Channel, s.in.ChatID)
+}
+
+// turnOpts vary a turn between sessions and subagents.
+type turnOpts struct {
+	// hide lists tools not offered (subagents cannot spawn subagents).
+	hide map[string]bool
+}
+
+func (l *Loop) turn(ctx context.Context, p Provider, sess session, in bus.Inbound) (*Reply, error) {
+	return l.runTurn(ctx, p, sess, in, turnOpts{})
+}
+
+func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inbound, o turnOpts) (*Reply, error) {
+	hist, err := sess.History()
+	if err != nil {
+		return nil, err
+	}
+	user := store.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
+	// Durable before the provider is called: an acknowledged message is
+	// never lost, whatever happens to the call.
+	if err := sess.Append([]store.Message{user}, provider.Usage{}); err != nil {
+		return nil, err
+	}
+
+	reg := l.opts.Tools
+	defs := reg.ProviderDefinitions()
+	defsJSON := reg.ProviderDefinitionsJSON()
+	if len(o.hide) > 0 {
+		defsJSON = nil
+		kept := make([]openai.Tool, 0, len(defs))
+		for _, d := range defs {
+			if !o.hide[d.Function.Name] {
+				kept = append(kept, d)
+			}
+		}
+		defs = kept
+	}
+	msgs := make([]openai.ChatCompletionMessage, 0, len(hist)+8)
+	msgs = append(msgs, openai.ChatCompletionMessage{Role: "system", Content: l.prompt.build(reg, in, sess.Key())})
+	msgs = appendConverted(msgs, hist)
+	msgs = appendConverted(msgs, []store.Message{user})
+
+	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in)}
+	tctx := tools.WithCall(ctx, call)
+	var (
+		added []store.Message
+		rep   Reply
+		final string
+		done  bool
+	)
+	for round := 0; round < l.opts.MaxToolIterations; round++ {
+		start := time.Now()
+		resp, err := p.Chat(ctx, provider.Request{Messages: msgs, Tools: defs, ToolsJSON: defsJSON})
+		if err != nil {
+			l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "error",
+				"took", time.Since(start).Round(time.Microsecond), "err", err)
+			// Keep the rounds that completed: their tools ran and changed
+			// things the model should know about next time.
+			if perr := sess.Append(added, rep.Usage); perr != nil {
+				l.log.Error("saving partial turn failed", "session", sess.Key(), "err", perr)
+			}
+			return nil, err
+		}
+		rep.Usage = addUsage(rep.Usage, resp.Usage)
+		l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "ok",
+			"tool_calls", len(resp.ToolCalls), "prompt_tokens", resp.Usage.PromptTokens,
+			"completion_tokens", resp.Usage.CompletionTokens, "total_tokens", resp.Usage.TotalTokens,
+			"took", time.Since(start).Round(time.Microsecond))
+		if len(resp.ToolCalls) == 0 {
+			final, done = resp.Content, true
+			break
+		}
+		am := store.Message{Role: "assistant", Content: resp.Content, Time: time.Now().UnixMilli()}
+		for i, tc := range resp.ToolCalls {
+			id := tc.ID
+			if id == "" {
+				// Some local models omit ids; the tool message must match.
+				id = fmt.Sprintf("call_%d_%d", round, i)
+			}
+			am.ToolCalls = append(am.ToolCalls, store.ToolCall{ID: id, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		added = append(added, am)
+		msgs = appendConverted(msgs, []store.Message{am})
+		for _, tc := range am.ToolCalls {
+			res := reg.Execute(tctx, tc.Name, tc.Arguments)
+			content := res.ForLLM
+			if strings.TrimSpace(content) == "" {
+				content = "(no output)"
+			}
+			rep.UI = append(rep.UI, res.UI...)
+			if res.Kind == tools.KindUser && res.ForUser != "" {
+				l.notify(in, res.ForUser)
+			}
+			tm := store.Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Name, Content: content, Time: time.Now().UnixMilli()}
+			added = append(added, tm)
+			msgs = appendConverted(msgs, []store.Message{tm})
+		}
+	}
+	if !done {
+		final = fmt.Sprintf("I stopped after %d rounds of tool calls (agents.defaults.max_tool_iterations) without finishing; say \"continue\" and I will pick up from here.", l.opts.MaxToolIterations)
+	}
+	if strings.TrimSpace(final) != "" {
+		added = append(added, store.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})
+	}
+	if err := sess.Append(added, rep.Usage); err != nil {
+		return nil, err
+	}
+	rep.Text = final
+	return &rep, nil
+}
+
+func addUsage(a, b provider.Usage) provider.Usage {
+	return provider.Usage{
+		PromptTokens:     a.PromptTokens + b.PromptTokens,
+		CompletionTokens: a.CompletionTokens + b.CompletionTokens,
+		TotalTokens:      a.TotalTokens + b.TotalTokens,
+	}
+}
+
+// notify sends text to the turn's chat now (tools' user results, async
+// completions). Internal channels only log it.
+func (l *Loop) notify(in bus.Inbound, text string) {
+	if l.opts.Bus == nil || bus.IsInternal(in.Channel) {
+		l.log.Debug("user notice on internal channel", "channel", in.Channel, "chat", in.ChatID, "bytes", len(text))
+		return
+	}
+	if err := l.opts.Bus.PublishOutbound(bus.Outbound{Channel: in.Channel, ChatID: in.ChatID, Text: text}); err != nil {
+		l.log.Warn("user notice dropped", "channel", in.Channel, "err", err)
+	}
+}
+
+func (l *Loop) asyncNotifier(in bus.Inbound) func(tools.Result) {
+	return func(r tools.Result) {
+		text := r.ForUser
+		if text == "" {
+			text = r.ForLLM
+		}
+		if text != "" {
+			l.notify(in, text)
+		}
+	}
+}
+
+func userText(in bus.Inbound) string {
+	text := strings.TrimSpace(in.Text)
+	for _, m := range in.Media {
+		note := fmt.Sprintf("[%s attached", m.Kind)
+		if m.Path != "" {
+			note += ": " + m.Path
+		}
+		note += "]"
+		if text != "" {
+			text += "\n"
+		}
+		text += note
+	}
+	return text
+}
+
+func appendConverted(dst []openai.ChatCompletionMessage, msgs []store.Message) []openai.ChatCompletionMessage {
+	for _, m := range msgs {
+		om := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		if m.Role == "tool" {
+			om.Name = m.Name
+		}
+		if len(m.ToolCalls) > 0 {
+			om.ToolCalls = make([]openai.ToolCall, len(m.ToolCalls))
+			for i, tc := range m.ToolCalls {
+				om.ToolCalls[i] = openai.ToolCall{ID: tc.ID, Type: openai.ToolTypeFunction,
+					Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}}
+			}
+		}
+		dst = append(dst, om)
+	}
+	return dst
+}

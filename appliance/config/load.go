@@ -1,0 +1,380 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ErrNoConfig is returned by Load when an explicitly named config file does
+// not exist.
+var ErrNoConfig = errors.New("config: file does not exist")
+
+// Options tune Load.
+type Options struct {
+	// Path is the config file; empty means DefaultPath. When Path is empty
+	// and the default file is absent, Load returns the defaults (Absent
+	// reports it) so a fresh machine can start; a named file must exist.
+	Path string
+	// Env looks up environment variables; nil means os.LookupEnv.
+	Env func(string) (string, bool)
+}
+
+// Load reads, overrides and validates the configuration.
+func Load(opts Options) (*Config, error) {
+	env := opts.Env
+	if env == nil {
+		env = os.LookupEnv
+	}
+	path, explicit := opts.Path, opts.Path != ""
+	if !explicit {
+		path = DefaultPath()
+	}
+	abs, err := filepath.Abs(path)
+	if err == nil {
+		path = abs
+	}
+	cfg := Default()
+	cfg.path = path
+	cfg.dir = Dir()
+
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !explicit:
+		// Defaults only; the caller says "run perch onboard".
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %s (create it with 'perch onboard' or fix --config)", ErrNoConfig, path)
+	case err != nil:
+		return nil, fmt.Errorf("config: read %s: %w", path, err)
+	default:
+		if err := decode(data, cfg); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(cfg, env); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Absent reports whether no config file exists at Path.
+func (c *Config) Absent() bool {
+	_, err := os.Stat(c.path)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// decode parses data over cfg, rejecting unknown keys (by full path),
+// trailing data and mistyped values.
+func decode(data []byte, cfg *Config) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errors.New("the file is empty; write {} for all defaults or run 'perch onboard --force'")
+	}
+	var raw any
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if err := d.Decode(&raw); err != nil {
+		return syntaxError(data, err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return fmt.Errorf("unexpected data after the JSON object at %s", position(data, d.InputOffset()))
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return errors.New("the file must hold a JSON object ({...})")
+	}
+	if err := checkKeys(raw, reflect.TypeOf(*cfg), ""); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, cfg); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("key %q must be %s, not %s", te.Field, kindName(te.Type), te.Value)
+		}
+		return syntaxError(data, err)
+	}
+	return nil
+}
+
+func syntaxError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("invalid JSON at %s: %v", position(data, se.Offset), se)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("invalid JSON: the file ends early (a missing } or ])")
+	}
+	return fmt.Errorf("invalid JSON: %w", err)
+}
+
+func position(data []byte, off int64) string {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := off - int64(bytes.LastIndexByte(data[:off], '\n'))
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "a whole number"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return t.String()
+}
+
+// checkKeys walks raw JSON beside the Go type and reports the first key the
+// type does not have, with its full dotted path and the closest known key.
+func checkKeys(raw any, t reflect.Type, path string) error {
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return nil // a type error; json.Unmarshal reports it with the path
+		}
+		fields := jsonFields(t)
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			f, ok := fields[k]
+			if !ok {
+				known := make([]string, 0, len(fields))
+				for name := range fields {
+					known = append(known, name)
+				}
+				msg := fmt.Sprintf("unknown key %q", join(path, k))
+				if s := closest(k, known); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", join(path, s))
+				} else {
+					sort.Strings(known)
+					msg += fmt.Sprintf(" (known keys here: %s)", strings.Join(known, ", "))
+				}
+				return errors.New(msg)
+			}
+			if err := checkKeys(m[k], f.Type, join(path, k)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		a, ok := raw.([]any)
+		if !ok {
+			return nil
+		}
+		for i, e := range a {
+			if err := checkKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// jsonFields maps JSON names to the exported fields of a struct type.
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name := jsonName(f)
+		if name == "-" {
+			continue
+		}
+		out[name] = f
+	}
+	return out
+}
+
+func jsonName(f reflect.StructField) string {
+	tag := f.Tag.Get("json")
+	name, _, _ := strings.Cut(tag, ",")
+	if name == "" {
+		return f.Name
+	}
+	return name
+}
+
+// closest returns the candidate within edit distance 2 of s, if any.
+func closest(s string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// EnvName is the override variable of a dotted key path.
+func EnvName(path string) string {
+	return "PERCH_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
+}
+
+// applyEnv replaces values with PERCH_<PATH> variables, then fills empty
+// provider keys from their conventional variables.
+func applyEnv(cfg *Config, env func(string) (string, bool)) error {
+	if err := walkLeaves(reflect.ValueOf(cfg).Elem(), "", func(path string, v reflect.Value) error {
+		name := EnvName(path)
+		s, ok := env(name)
+		if !ok {
+			return nil
+		}
+		if err := setFromString(v, s); err != nil {
+			return fmt.Errorf("config: environment variable %s (key %s): %w", name, path, err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, name := range ProviderNames {
+		p, _ := cfg.Provider(name)
+		if v := ConventionalEnv[name]; v != "" && !p.APIKey.IsSet() {
+			if s, ok := env(v); ok && s != "" {
+				p.APIKey = Secret(s)
+			}
+		}
+	}
+	return nil
+}
+
+// walkLeaves calls fn for every settable non-struct field with its dotted
+// JSON path. Slices are leaves (set whole, as JSON or comma-separated).
+func walkLeaves(v reflect.Value, path string, fn func(string, reflect.Value) error) error {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		p := join(path, jsonName(f))
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Struct {
+			if err := walkLeaves(fv, p, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fn(p, fv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func setFromString(v reflect.Value, s string) error {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", s)
+		}
+		v.SetBool(b)
+	case reflect.Int:
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("want a whole number, got %q", s)
+		}
+		v.SetInt(int64(n))
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return fmt.Errorf("want a number, got %q", s)
+		}
+		v.SetFloat(f)
+	case reflect.Slice:
+		ptr := reflect.New(v.Type())
+		trimmed := strings.TrimSpace(s)
+		if strings.HasPrefix(trimmed, "[") {
+			if err := json.Unmarshal([]byte(trimmed), ptr.Interface()); err != nil {
+				return fmt.Errorf("want a JSON array: %v", err)
+			}
+		} else if v.Type().Elem().Kind() == reflect.String {
+			out := reflect.MakeSlice(v.Type(), 0, 4)
+			for _, part := range strings.Split(s, ",") {
+				if part = strings.TrimSpace(part); part != "" {
+					out = reflect.Append(out, reflect.ValueOf(part).Convert(v.Type().Elem()))
+				}
+			}
+			ptr.Elem().Set(out)
+		} else {
+			return errors.New("want a JSON array")
+		}
+		v.Set(ptr.Elem())
+	default:
+		return fmt.Errorf("cannot be set from the environment (%s)", v.Kind())
+	}
+	return nil
+}
+
+// SecretState is one secret's path and whether it is set.
+type SecretState struct {
+	Path string
+	Set  bool
+}
+
+// Secrets lists every secret key of c with whether it is set, for status
+// output that must never show the values.
+func (c *Config) Secrets() []SecretState {
+	var out []SecretState
+	walkLeaves(reflect.ValueOf(c).Elem(), "", func(path string, v reflect.Value) error {
+		if v.Type() == secretType {
+			out = append(out, SecretState{Path: path, Set: v.String() != ""})
+		}
+		return nil
+	})
+	return out
+}

@@ -1,0 +1,5 @@
+package gateway
+
+import "syscall"
+
+const syscallEADDRINUSE = syscall.EADDRINUSE

@@ -1,0 +1,237 @@
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/perchhq/perch/appliance/config"
+)
+
+// Access says who may call a route.
+type Access int
+
+const (
+	// Open routes answer everyone (/health, /ready, the page).
+	Open Access = iota
+	// Protected routes need the token, or loopback when there is none.
+	Protected
+	// SelfGuarded routes check their own credentials (a webhook's HMAC).
+	SelfGuarded
+)
+
+// MaxBody caps request bodies (413 beyond).
+const MaxBody = 1 << 20
+
+// Options configure the server.
+type Options struct {
+	Host  string
+	Port  int
+	Token config.Secret
+	Log   *slog.Logger
+	// WriteTimeout must exceed the longest turn.
+	WriteTimeout time.Duration
+}
+
+// Server is the HTTP gateway.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	router  *httprouter.Router
+	srv     *http.Server
+	ln      net.Listener
+	lanOnly bool // token empty on a non-loopback address: loopback clients only
+	ready   atomic.Bool
+	started time.Time
+}
+
+// New returns a server with no routes; add them with Handle.
+func New(opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 6 * time.Minute
+	}
+	s := &Server{opts: opts, log: opts.Log, router: httprouter.New(), started: time.Now()}
+	s.lanOnly = !opts.Token.IsSet() && !config.IsLoopbackHost(opts.Host)
+	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; see the API in README.md", r.URL.Path))
+	})
+	s.router.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow")))
+	})
+	s.router.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		s.log.Error("handler panicked", "path", r.URL.Path, "panic", v)
+		WriteError(w, http.StatusInternalServerError, "internal error; see the gateway log")
+	}
+	return s
+}
+
+// Handle adds a route.
+func (s *Server) Handle(method, path string, access Access, h http.HandlerFunc) {
+	s.router.Handler(method, path, s.guard(access, h))
+}
+
+// HandleParams adds a route with path parameters.
+func (s *Server) HandleParams(method, path string, access Access, h httprouter.Handle) {
+	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		s.guard(access, func(w http.ResponseWriter, r *http.Request) { h(w, r, ps) })(w, r)
+	})
+}
+
+// SetReady marks the start-up as finished (or not).
+func (s *Server) SetReady(v bool) { s.ready.Store(v) }
+
+// IsReady reports whether start-up finished.
+func (s *Server) IsReady() bool { return s.ready.Load() }
+
+// Uptime is the time since New.
+func (s *Server) Uptime() time.Duration { return time.Since(s.started) }
+
+// Listen binds the address; a busy port is reported here, before anything
+// else starts serving.
+func (s *Server) Listen() error {
+	addr := net.JoinHostPort(s.opts.Host, fmt.Sprint(s.opts.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscallEADDRINUSE) {
+			return fmt.Errorf("gateway: port %d on %s is already in use (another perch or program?); stop it or change gateway.port", s.opts.Port, s.opts.Host)
+		}
+		return fmt.Errorf("gateway: listen on %s: %w; check gateway.host and gateway.port", addr, err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the bound address (after Listen).
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Serve answers requests until Stop; call Listen first.
+func (s *Server) Serve() error {
+	s.srv = &http.Server{
+		Handler:           s.router,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	err := s.srv.Serve(s.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Stop stops accepting requests and waits for those in flight until ctx
+// ends.
+func (s *Server) Stop(ctx context.Context) error {
+	s.ready.Store(false)
+	if s.srv == nil {
+		if s.ln != nil {
+			return s.ln.Close()
+		}
+		return nil
+	}
+	return s.srv.Shutdown(ctx)
+}
+
+// ServeHTTP lets tests drive the router directly.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+func (s *Server) guard(access Access, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		}
+		if access == Protected {
+			if s.opts.Token.IsSet() {
+				if !tokenOK(r, s.opts.Token.Value()) {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="perch"`)
+					WriteError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <gateway.api_token>")
+					return
+				}
+			} else if s.lanOnly && !isLoopback(r.RemoteAddr) {
+				WriteError(w, http.StatusForbidden, "gateway.api_token is empty, so only this machine may use this path; set gateway.api_token (perch onboard makes one) to allow the network")
+				return
+			}
+		}
+		h(w, r)
+	}
+}
+
+func tokenOK(r *http.Request, token string) bool {
+	h := r.Header.Get("Authorization")
+	const p = "Bearer "
+	if len(h) < len(p) || !strings.EqualFold(h[:len(p)], p) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(h[len(p):])), []byte(token)) == 1
+}
+
+func isLoopback(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// WriteJSON writes v with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// WriteError writes {"error": msg} with status.
+func WriteError(w http.ResponseWriter, status int, msg string) {
+	WriteJSON(w, status, map[string]string{"error": msg})
+}
+
+// DecodeJSON reads a JSON body into v, answering 413 or 400 itself and
+// returning false when it did.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over %d bytes", MaxBody))
+		default:
+			WriteError(w, http.StatusBadRequest, "malformed JSON body: "+err.Error())
+		}
+		return false
+	}
+	return true
+}
+
+// FormatUptime renders d as "<h>h<m>m<s>s".
+func FormatUptime(d time.Duration) string {
+	d = d.Round(time.Second)
+	h := d / time.Hour
+	d -= h * time.Hour
+	m := d / time.Minute
+	d -= m * time.Minute
+	return fmt.Sprintf("%dh%dm%ds", h, m, d/time.Second)
+}

@@ -1,0 +1,229 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/sashabaranov/go-openai"
+)
+
+// The chat call is encoded here rather than by go-openai's client, for three
+// reasons: go-openai marshals every message through a reflective
+// MarshalJSON, which was a quarter of the gateway's CPU per turn with a
+// 200-message history; it cannot send the aggregator's route/models fields;
+// and its omitempty drops a temperature of exactly 0. Responses and errors
+// still decode into go-openai's types, so the wire format stays theirs.
+
+// chatBody holds what one request needs besides the messages.
+type chatBody struct {
+	model               string
+	maxTokens           int
+	maxCompletionTokens int
+	temperature         *float64
+	toolsJSON           []byte // a JSON array, or nil
+	route               string
+	models              []string
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// encodeChat writes the request body into buf.
+func encodeChat(buf *bytes.Buffer, b chatBody, msgs []openai.ChatCompletionMessage) error {
+	out := buf.AvailableBuffer()
+	out = append(out, `{"model":`...)
+	out = appendString(out, b.model)
+	out = append(out, `,"messages":[`...)
+	for i := range msgs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		var err error
+		out, err = appendMessage(out, &msgs[i])
+		if err != nil {
+			return err
+		}
+	}
+	out = append(out, ']')
+	if b.maxCompletionTokens > 0 {
+		out = append(out, `,"max_completion_tokens":`...)
+		out = strconv.AppendInt(out, int64(b.maxCompletionTokens), 10)
+	} else if b.maxTokens > 0 {
+		out = append(out, `,"max_tokens":`...)
+		out = strconv.AppendInt(out, int64(b.maxTokens), 10)
+	}
+	if b.temperature != nil {
+		out = append(out, `,"temperature":`...)
+		out = strconv.AppendFloat(out, *b.temperature, 'g', -1, 64)
+	}
+	if len(b.toolsJSON) > 0 {
+		out = append(out, `,"tools":`...)
+		out = append(out, b.toolsJSON...)
+		out = append(out, `,"tool_choice":"auto"`...)
+	}
+	if b.route != "" {
+		out = append(out, `,"route":`...)
+		out = appendString(out, b.route)
+		out = append(out, `,"models":[`...)
+		for i, m := range b.models {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendString(out, m)
+		}
+		out = append(out, ']')
+	}
+	out = append(out, '}')
+	buf.Write(out)
+	return nil
+}
+
+func appendMessage(out []byte, m *openai.ChatCompletionMessage) ([]byte, error) {
+	if len(m.MultiContent) > 0 || m.FunctionCall != nil || m.ReasoningContent != "" || m.Refusal != "" {
+		// Rare shapes: let go-openai's own encoding handle them.
+		b, err := json.Marshal(m)
+		return append(out, b...), err
+	}
+	out = append(out, `{"role":`...)
+	out = appendString(out, m.Role)
+	switch {
+	case m.Content != "":
+		out = append(out, `,"content":`...)
+		out = appendString(out, m.Content)
+	case len(m.ToolCalls) > 0:
+		out = append(out, `,"content":null`...)
+	}
+	if m.Name != "" {
+		out = append(out, `,"name":`...)
+		out = appendString(out, m.Name)
+	}
+	if len(m.ToolCalls) > 0 {
+		out = append(out, `,"tool_calls":[`...)
+		for i, tc := range m.ToolCalls {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"id":`...)
+			out = appendString(out, tc.ID)
+			out = append(out, `,"type":"function","function":{"name":`...)
+			out = appendString(out, tc.Function.Name)
+			out = append(out, `,"arguments":`...)
+			out = appendString(out, tc.Function.Arguments)
+			out = append(out, `}}`...)
+		}
+		out = append(out, ']')
+	}
+	if m.ToolCallID != "" {
+		out = append(out, `,"tool_call_id":`...)
+		out = appendString(out, m.ToolCallID)
+	}
+	return append(out, '}'), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaping as encoding/json does
+// (HTML characters excepted: this is an API body, not a page). Invalid UTF-8
+// becomes U+FFFD.
+func appendString(out []byte, s string) []byte {
+	out = append(out, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			out = append(out, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				out = append(out, '\\', c)
+			case '\n':
+				out = append(out, '\\', 'n')
+			case '\r':
+				out = append(out, '\\', 'r')
+			case '\t':
+				out = append(out, '\\', 't')
+			case '\b':
+				out = append(out, '\\', 'b')
+			case '\f':
+				out = append(out, '\\', 'f')
+			default:
+				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			out = append(out, s[start:i]...)
+			out = append(out, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			out = append(out, s[start:i]...)
+			out = append(out, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	out = append(out, s[start:]...)
+	return append(out, '"')
+}
+
+// maxResponse bounds a chat response body: a runaway upstream must not eat
+// the board's memory.
+const maxResponse = 16 << 20
+
+// postChat sends body to {api_base}/chat/completions and decodes the answer
+// into go-openai's response type, or its error into go-openai's error types.
+func (c *Client) postChat(ctx context.Context, body []byte) (*openai.ChatCompletionResponse, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.tr.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxResponse {
+		return nil, &Error{Kind: KindUpstream, Provider: c.name, Status: resp.StatusCode, Message: "the response is larger than 16 MiB"}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		var er openai.ErrorResponse
+		if json.Unmarshal(data, &er) == nil && er.Error != nil {
+			er.Error.HTTPStatusCode = resp.StatusCode
+			er.Error.HTTPStatus = resp.Status
+			return nil, er.Error
+		}
+		return nil, &openai.RequestError{HTTPStatus: resp.Status, HTTPStatusCode: resp.StatusCode, Body: data,
+			Err: errors.New(http.StatusText(resp.StatusCode))}
+	}
+	var out openai.ChatCompletionResponse
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, &Error{Kind: KindUpstream, Provider: c.name, Status: resp.StatusCode, Message: "the response is not chat-completions JSON: " + err.Error()}
+	}
+	return &out, nil
+}

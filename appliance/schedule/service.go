@@ -1,0 +1,370 @@
+package schedule
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/perchhq/perch/store"
+)
+
+// ErrNotFound is returned for an unknown job id.
+var ErrNotFound = errors.New("schedule: no such job")
+
+// Runner carries out a job firing and returns a short result text.
+type Runner func(ctx context.Context, j Job) (string, error)
+
+// Options configure the service.
+type Options struct {
+	Store    *store.DB
+	Location *time.Location // default zone of cron expressions
+	Run      Runner
+	Log      *slog.Logger
+	// JobTimeout bounds one firing (default 5 minutes).
+	JobTimeout time.Duration
+}
+
+// Service schedules and runs jobs.
+type Service struct {
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	cron    *cron.Cron
+	entries map[string]cron.EntryID
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+	started bool
+}
+
+// New returns a stopped service.
+func New(opts Options) *Service {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Location == nil {
+		opts.Location = time.Local
+	}
+	if opts.JobTimeout <= 0 {
+		opts.JobTimeout = 5 * time.Minute
+	}
+	return &Service{opts: opts, log: opts.Log, entries: map[string]cron.EntryID{}}
+}
+
+// Start loads the stored jobs and starts the clock.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return nil
+	}
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.cron = cron.New(cron.WithLocation(s.opts.Location))
+	jobs, err := s.load()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, j := range jobs {
+		if !j.Enabled {
+			continue
+		}
+		if j.At != nil && !j.At.After(now) {
+			// Its moment passed while we were down: late beats never.
+			s.log.Info("cron job missed while stopped; running it now", "job", j.ID, "was_due", j.At.Format(time.RFC3339))
+			j := j
+			s.running.Add(1)
+			go func() { defer s.running.Done(); s.fire(j.ID) }()
+			continue
+		}
+		if err := s.scheduleLocked(j); err != nil {
+			s.log.Warn("cron job not scheduled", "job", j.ID, "err", err)
+		}
+	}
+	s.cron.Start()
+	s.started = true
+	return nil
+}
+
+// Stop stops the clock and waits for running jobs until ctx ends.
+func (s *Service) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.started {
+		s.mu.Unlock()
+		return nil
+	}
+	s.started = false
+	s.cancel()
+	stopped := s.cron.Stop()
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { <-stopped.Done(); s.running.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("schedule: stop: %w", ctx.Err())
+	}
+}
+
+func (s *Service) load() ([]Job, error) {
+	var jobs []Job
+	err := s.opts.Store.List(store.BucketCron, func(id string, data []byte) error {
+		var j Job
+		if err := json.Unmarshal(data, &j); err != nil {
+			s.log.Error("cron job record unreadable; skipped (fix or remove it)", "job", id, "err", err)
+			return nil
+		}
+		jobs = append(jobs, j)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("schedule: read jobs: %w", err)
+	}
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Created.Before(jobs[b].Created) })
+	return jobs, nil
+}
+
+func (s *Service) robfigSchedule(j Job) (cron.Schedule, error) {
+	sc := j.Schedule
+	switch {
+	case sc.AtSeconds != nil:
+		if j.At == nil {
+			return nil, errors.New("one-time job without a fixed moment")
+		}
+		return onceAt{*j.At}, nil
+	case sc.EverySeconds != nil:
+		return everyN{time.Duration(*sc.EverySeconds) * time.Second}, nil
+	case sc.CronExpr != "":
+		spec := sc.CronExpr
+		if sc.TZ != "" {
+			spec = "CRON_TZ=" + sc.TZ + " " + spec
+		}
+		return cron.ParseStandard(spec)
+	}
+	return nil, errors.New("job has no schedule")
+}
+
+// scheduleLocked adds j to the clock and records its next run.
+func (s *Service) scheduleLocked(j Job) error {
+	sched, err := s.robfigSchedule(j)
+	if err != nil {
+		return err
+	}
+	if old, ok := s.entries[j.ID]; ok {
+		s.cron.Remove(old)
+	}
+	id := j.ID
+	job := cron.NewChain(cron.SkipIfStillRunning(cron.DiscardLogger)).Then(cron.FuncJob(func() {
+		s.running.Add(1)
+		defer s.running.Done()
+		s.fire(id)
+	}))
+	s.entries[j.ID] = s.cron.Schedule(sched, job)
+	return nil
+}
+
+// fire runs job id and records the outcome.
+func (s *Service) fire(id string) {
+	var j Job
+	if err := s.opts.Store.Get(store.BucketCron, id, &j); err != nil || !j.Enabled {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.JobTimeout)
+	defer cancel()
+	start := time.Now()
+	out, err := s.opts.Run(ctx, j)
+	now := time.Now().UTC()
+	result := out
+	if err != nil {
+		result = "error: " + err.Error()
+		s.log.Warn("cron job failed", "job", id, "err", err)
+	} else {
+		s.log.Info("cron job ran", "job", id, "took", time.Since(start).Round(time.Millisecond))
+	}
+	if len(result) > 500 {
+		result = result[:500] + "…"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Re-read: the job may have been changed or removed while it ran.
+	var cur Job
+	if err := s.opts.Store.Get(store.BucketCron, id, &cur); err != nil {
+		return
+	}
+	cur.LastRun, cur.LastResult = &now, result
+	if cur.Schedule.AtSeconds != nil {
+		cur.Enabled, cur.NextRun = false, nil
+		if e, ok := s.entries[id]; ok && s.cron != nil {
+			s.cron.Remove(e)
+			delete(s.entries, id)
+		}
+	} else {
+		cur.NextRun = s.nextLocked(id)
+	}
+	if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
+		s.log.Error("recording cron run failed", "job", id, "err", err)
+	}
+}
+
+// nextLocked is the clock's next activation of id, or nil.
+func (s *Service) nextLocked(id string) *time.Time {
+	e, ok := s.entries[id]
+	if !ok || s.cron == nil {
+		return nil
+	}
+	n := s.cron.Entry(e).Next
+	if n.IsZero() {
+		// The clock fills Next only while running; compute it ourselves.
+		if sched := s.cron.Entry(e).Schedule; sched != nil {
+			n = sched.Next(time.Now().In(s.opts.Location))
+		}
+	}
+	if n.IsZero() {
+		return nil
+	}
+	n = n.UTC()
+	return &n
+}
+
+// Add validates, stores and schedules a new job and returns it.
+func (s *Service) Add(j Job) (Job, error) {
+	j.ID = newID()
+	j.Enabled = true
+	j.Created = time.Now().UTC()
+	j.LastRun, j.NextRun, j.LastResult = nil, nil, ""
+	if err := j.Validate(); err != nil {
+		return Job{}, fmt.Errorf("schedule: %w", err)
+	}
+	if j.Schedule.AtSeconds != nil {
+		at := j.Created.Add(time.Duration(*j.Schedule.AtSeconds) * time.Second)
+		j.At = &at
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cron != nil && s.started {
+		if err := s.scheduleLocked(j); err != nil {
+			return Job{}, fmt.Errorf("schedule: %w", err)
+		}
+		j.NextRun = s.nextLocked(j.ID)
+	} else {
+		j.NextRun = s.offlineNext(j)
+	}
+	if err := s.opts.Store.Put(store.BucketCron, j.ID, j); err != nil {
+		if e, ok := s.entries[j.ID]; ok {
+			s.cron.Remove(e)
+			delete(s.entries, j.ID)
+		}
+		return Job{}, fmt.Errorf("schedule: save job: %w", err)
+	}
+	return j, nil
+}
+
+// offlineNext computes the next run without a running clock (CLI use).
+func (s *Service) offlineNext(j Job) *time.Time {
+	if j.At != nil {
+		t := j.At.UTC()
+		return &t
+	}
+	sched, err := s.robfigSchedule(j)
+	if err != nil {
+		return nil
+	}
+	n := sched.Next(time.Now().In(s.opts.Location)).UTC()
+	return &n
+}
+
+// List returns every job, oldest first, with fresh next-run times.
+func (s *Service) List() ([]Job, error) {
+	jobs, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range jobs {
+		if !jobs[i].Enabled {
+			jobs[i].NextRun = nil
+			continue
+		}
+		if s.started {
+			if n := s.nextLocked(jobs[i].ID); n != nil {
+				jobs[i].NextRun = n
+			}
+		} else {
+			jobs[i].NextRun = s.offlineNext(jobs[i])
+		}
+	}
+	return jobs, nil
+}
+
+// Remove deletes job id.
+func (s *Service) Remove(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var j Job
+	if err := s.opts.Store.Get(store.BucketCron, id, &j); err != nil {
+		return s.notFound(id, err)
+	}
+	if e, ok := s.entries[id]; ok {
+		s.cron.Remove(e)
+		delete(s.entries, id)
+	}
+	return s.opts.Store.Delete(store.BucketCron, id)
+}
+
+// SetEnabled enables or disables job id.
+func (s *Service) SetEnabled(id string, on bool) (Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var j Job
+	if err := s.opts.Store.Get(store.BucketCron, id, &j); err != nil {
+		return Job{}, s.notFound(id, err)
+	}
+	j.Enabled = on
+	if e, ok := s.entries[id]; ok {
+		s.cron.Remove(e)
+		delete(s.entries, id)
+	}
+	j.NextRun = nil
+	if on {
+		if j.At != nil && !j.At.After(time.Now()) {
+			return Job{}, fmt.Errorf("schedule: job %s was a one-time job whose moment has passed; add a new one instead", id)
+		}
+		if s.started {
+			if err := s.scheduleLocked(j); err != nil {
+				return Job{}, fmt.Errorf("schedule: %w", err)
+			}
+			j.NextRun = s.nextLocked(id)
+		} else {
+			j.NextRun = s.offlineNext(j)
+		}
+	}
+	if err := s.opts.Store.Put(store.BucketCron, id, j); err != nil {
+		return Job{}, fmt.Errorf("schedule: save job: %w", err)
+	}
+	return j, nil
+}
+
+func (s *Service) notFound(id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %q (see 'perch cron list')", ErrNotFound, id)
+	}
+	return fmt.Errorf("schedule: read job %s: %w", id, err)
+}
+
+func newID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

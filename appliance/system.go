@@ -1,0 +1,354 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/perchhq/perch/appliance/agent"
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/devices"
+	"github.com/perchhq/perch/appliance/gateway"
+	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/appliance/schedule"
+	"github.com/perchhq/perch/appliance/tools"
+	"github.com/perchhq/perch/drivers/sensor"
+	"github.com/perchhq/perch/drivers/usb"
+	"github.com/perchhq/perch/store"
+	"github.com/perchhq/perch/systemd"
+)
+
+// System holds every service of a running Perch; fields are nil for the
+// parts a command does not need.
+type System struct {
+	Cfg       *config.Config
+	Log       *slog.Logger
+	Store     *store.DB
+	Bus       *bus.Bus
+	Tools     *tools.Registry
+	Provider  *provider.Client // nil when degraded
+	NoProv    error            // why Provider is nil
+	Agent     *agent.Loop
+	Cron      *schedule.Service
+	Channels  *channel.Manager
+	Heartbeat *schedule.Heartbeat
+	HTTP      *gateway.Server
+	Checks    *gateway.Checks
+	Watchdog  *systemd.Watchdog
+	Sensors   *sensor.Set
+	Devices   *devices.Service
+
+	pidWritten bool
+	// commandRunner runs cron command jobs (the sandboxed exec runner).
+	commandRunner func(ctx context.Context, line string) (string, error)
+}
+
+// NewCore opens the store and builds the provider, tools, agent loop and
+// scheduler: everything a turn needs, without listeners. A provider that
+// cannot be created is an error; one that is merely not configured leaves
+// the system degraded (NoProv says why).
+func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System, error) {
+	s := &System{Cfg: cfg, Log: log, Bus: bus.New(256)}
+	ws := cfg.WorkspaceDir()
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, fmt.Errorf("workspace %s: %w; check agents.defaults.workspace", ws, err)
+	}
+	if err := os.MkdirAll(cfg.Dir(), 0o700); err != nil {
+		return nil, fmt.Errorf("config dir %s: %w", cfg.Dir(), err)
+	}
+	db, err := store.Open(cfg.DBPath(), store.Options{LockHolder: func() string {
+		if p, err := readPID(cfg.PIDPath()); err == nil {
+			return fmt.Sprintf("pid %d", p.PID)
+		}
+		return ""
+	}})
+	if err != nil {
+		return nil, err
+	}
+	s.Store = db
+	prov, err := provider.New(ctx, cfg, log)
+	switch {
+	case err == nil:
+		s.Provider = prov
+	case errors.Is(err, provider.ErrNoProvider):
+		s.NoProv = err
+	default:
+		db.Close()
+		return nil, err
+	}
+	s.Tools = tools.NewRegistry(log)
+	d := cfg.Agents.Defaults
+	opts := agent.Options{
+		Store: db, Tools: s.Tools, Bus: s.Bus, Log: log, Workspace: ws, NoProvider: s.NoProv,
+		MaxToolIterations:  d.MaxToolIterations,
+		MaxConcurrentTurns: d.MaxConcurrentTurns,
+		MaxQueuedTurns:     d.MaxQueuedTurns,
+		TurnTimeout:        time.Duration(d.TurnTimeoutSeconds) * time.Second,
+		HistoryLimit:       d.HistoryLimit,
+	}
+	if s.Provider != nil {
+		opts.Provider = s.Provider
+	}
+	s.Agent = agent.New(opts)
+	loc := time.Local
+	if d.Timezone != "" {
+		loc, _ = time.LoadLocation(d.Timezone) // validated at load
+	}
+	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log})
+	// Validation only: no bus is opened until a sensor is read.
+	s.Sensors, err = sensor.NewSet(cfg.Sensors, sensor.Options{})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	s.registerTools()
+	s.registerCommands()
+	return s, nil
+}
+
+// registerTools offers the model every tool this build has.
+func (s *System) registerTools() {
+	r := s.Tools
+	cfg := s.Cfg
+	for _, t := range tools.NewFS(tools.FSOptions{Dir: cfg.WorkspaceDir(), Restrict: cfg.Agents.Defaults.RestrictToWorkspace}) {
+		r.Register(t)
+	}
+	web := cfg.Tools.Web
+	r.Register(tools.NewWebSearch(tools.WebSearchOptions{
+		APIKey: web.Search.APIKey.Value(), APIBase: web.Search.APIBase, HTMLBase: web.Search.HTMLBase,
+	}))
+	r.Register(tools.NewWebFetch(tools.WebFetchOptions{AllowPrivate: web.Fetch.AllowPrivate}))
+	r.Register(tools.NewMessage(tools.MessageOptions{Send: s.Bus.PublishOutbound}))
+	r.Register(tools.NewCanvas())
+	var images tools.ImageGenerator
+	if s.Provider != nil { // a nil *Client in the interface would not read as "none"
+		images = s.Provider
+	}
+	r.Register(tools.NewImage(tools.ImageOptions{Generator: images}))
+	r.Register(tools.NewSubagent(s.Agent.Subagents()))
+	r.Register(tools.NewSpawn(s.Agent.Subagents()))
+	r.Register(tools.NewCron(cronTool{s}))
+	for _, t := range tools.NewHardware(s.Sensors) {
+		r.Register(t)
+	}
+}
+
+// Close releases what NewCore opened (for commands that do not Start).
+func (s *System) Close() error {
+	if s.Store != nil {
+		return s.Store.Close()
+	}
+	return nil
+}
+
+// BuildGateway adds the channels, heartbeat and HTTP server and binds the
+// listener, so a busy port fails before anything starts.
+func (s *System) BuildGateway() error {
+	cfg := s.Cfg
+	s.Channels = channel.NewManager(s.Bus, s.Log)
+	s.addChannels()
+	if cfg.Heartbeat.Enabled {
+		s.Heartbeat = schedule.NewHeartbeat(schedule.HeartbeatOptions{
+			Interval:  time.Duration(cfg.Heartbeat.Interval) * time.Millisecond,
+			Workspace: cfg.WorkspaceDir(),
+			Ask: func(ctx context.Context, prompt string) (string, error) {
+				return s.Agent.Ask(ctx, "heartbeat", prompt)
+			},
+			Deliver: func(text string) {
+				ch, chat := s.Agent.LastActive()
+				if ch == "" {
+					s.Log.Info("heartbeat result with no chat to deliver to", "text", text)
+					return
+				}
+				s.Bus.PublishOutbound(bus.Outbound{Channel: ch, ChatID: chat, Text: text})
+			},
+			Log: s.Log,
+		})
+	}
+	s.Devices = devices.New(devices.Options{
+		Enabled: cfg.Devices.Enabled, MonitorUSB: cfg.Devices.MonitorUSB,
+		Notify: s.Bus.PublishOutbound, LastActive: s.Agent.LastActive, Store: s.Store, Log: s.Log,
+	})
+	s.Checks = gateway.NewChecks()
+	s.registerChecks()
+	s.HTTP = gateway.New(gateway.Options{
+		Host: cfg.Gateway.Host, Port: cfg.Gateway.Port, Token: cfg.Gateway.APIToken, Log: s.Log,
+		WriteTimeout: time.Duration(cfg.Agents.Defaults.TurnTimeoutSeconds)*time.Second + 30*time.Second,
+	})
+	s.HTTP.RegisterCore(gateway.Deps{
+		Agent: s.Agent, Store: s.Store, Checks: s.Checks, Workspace: cfg.WorkspaceDir(),
+		StatusExtra: s.statusExtra,
+		ServiceStatus: func(ctx context.Context) (string, error) {
+			return systemd.UnitStatus(ctx, systemd.UnitName)
+		},
+		Logs: func(ctx context.Context) (string, error) {
+			return systemd.Logs(ctx, systemd.UnitName, systemd.DefaultLogEntries)
+		},
+	})
+	// systemd restarts a gateway whose store stops answering.
+	s.Watchdog = systemd.NewWatchdog(func() bool { return s.Store.Ping() == nil })
+	s.registerAdminAPI()
+	return s.HTTP.Listen()
+}
+
+// addChannels registers the enabled channels. A channel enabled with an
+// empty credential is skipped with a warning (spec §5 rule 1).
+func (s *System) addChannels() {
+	ch := s.Cfg.Channels
+	type entry struct {
+		name    string
+		enabled bool
+		creds   bool
+		key     string
+	}
+	for _, e := range []entry{
+		{"telegram", ch.Telegram.Enabled, ch.Telegram.Token.IsSet(), "channels.telegram.token"},
+		{"discord", ch.Discord.Enabled, ch.Discord.Token.IsSet(), "channels.discord.token"},
+		{"slack", ch.Slack.Enabled, ch.Slack.BotToken.IsSet() && ch.Slack.AppToken.IsSet(), "channels.slack.bot_token and app_token"},
+		{"line", ch.LINE.Enabled, ch.LINE.ChannelSecret.IsSet() && ch.LINE.ChannelAccessToken.IsSet(), "channels.line.channel_secret and channel_access_token"},
+	} {
+		if !e.enabled {
+			continue
+		}
+		if !e.creds {
+			s.Log.Warn("channel enabled without credentials; skipped", "channel", e.name, "set", e.key)
+			continue
+		}
+		s.Channels.Unavailable(e.name, fmt.Sprintf("this build of perch has no %s channel yet; disable channels.%s.enabled or upgrade perch", e.name, e.name))
+		s.Log.Warn("channel not available in this build", "channel", e.name)
+	}
+}
+
+func (s *System) registerChecks() {
+	s.Checks.Register("store", func(context.Context) (bool, string) {
+		if err := s.Store.Ping(); err != nil {
+			return false, err.Error()
+		}
+		return true, fmt.Sprintf("bbolt %s (%d KiB)", s.Store.Path(), s.Store.Size()>>10)
+	})
+	s.Checks.Register("provider", func(context.Context) (bool, string) {
+		p, err := s.Agent.Provider()
+		if p == nil {
+			return false, err.Error()
+		}
+		return true, fmt.Sprintf("%s, model %s", p.Name(), p.Model())
+	})
+	for name, fn := range s.Channels.Checks() {
+		s.Checks.Register(name, fn)
+	}
+	// Hardware informs; it never makes the gateway unready (CONTRACT.md).
+	s.Checks.Register("sensors", func(context.Context) (bool, string) { return s.Sensors.Check() })
+	s.Checks.Register("devices", func(context.Context) (bool, string) { return s.Devices.Check() })
+}
+
+// Start starts the services in spec §1's order and serves HTTP.
+func (s *System) Start(ctx context.Context) error {
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"agent", s.Agent.Start},
+		{"channels", s.Channels.Start},
+		{"cron", s.Cron.Start},
+	}
+	if s.Heartbeat != nil {
+		steps = append(steps, struct {
+			name string
+			fn   func(context.Context) error
+		}{"heartbeat", s.Heartbeat.Start})
+	}
+	steps = append(steps, struct {
+		name string
+		fn   func(context.Context) error
+	}{"devices", s.Devices.Start})
+	for _, st := range steps {
+		if err := st.fn(ctx); err != nil {
+			s.Stop(context.WithoutCancel(ctx))
+			return err
+		}
+	}
+	serveErr := make(chan error, 1)
+	s.HTTP.SetReady(true)
+	go func() { serveErr <- s.HTTP.Serve() }()
+	// The pid file announces a gateway that is ready to take requests.
+	if err := writePID(s.Cfg.PIDPath(), s.HTTP.Addr()); err != nil {
+		s.Log.Warn("cannot write the pid file; CLI commands will not find this gateway", "path", s.Cfg.PIDPath(), "err", err)
+	} else {
+		s.pidWritten = true
+	}
+	if _, err := systemd.Ready(); err != nil {
+		s.Log.Warn("sd_notify READY failed", "err", err)
+	}
+	if err := s.Watchdog.Start(ctx); err != nil {
+		s.Log.Warn("systemd watchdog not started", "err", err)
+	}
+	go func() {
+		if err := <-serveErr; err != nil {
+			s.Log.Error("HTTP server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Stop shuts down in spec §1's order: stop accepting requests, cancel the
+// agent's turns, stop the HTTP server, then heartbeat, cron, agent,
+// channels; last the store.
+func (s *System) Stop(ctx context.Context) error {
+	var errs []error
+	note := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	systemd.Stopping()
+	if s.Watchdog != nil {
+		note("watchdog", s.Watchdog.Stop(ctx))
+	}
+	var httpDone chan error
+	if s.HTTP != nil {
+		s.HTTP.SetReady(false)
+		httpDone = make(chan error, 1)
+		go func() { httpDone <- s.HTTP.Stop(ctx) }() // closes the listener at once
+	}
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- s.Agent.Stop(ctx) }() // cancels running turns
+	if httpDone != nil {
+		note("http", <-httpDone)
+	}
+	if s.Devices != nil {
+		note("devices", s.Devices.Stop(ctx))
+	}
+	if s.Heartbeat != nil {
+		note("heartbeat", s.Heartbeat.Stop(ctx))
+	}
+	note("cron", s.Cron.Stop(ctx))
+	note("agent", <-agentDone)
+	if s.Channels != nil {
+		note("channels", s.Channels.Stop(ctx))
+	}
+	if s.pidWritten {
+		os.Remove(s.Cfg.PIDPath())
+	}
+	note("store", s.Store.Close())
+	return errors.Join(errs...)
+}
+
+func (s *System) statusExtra(_ context.Context, out map[string]any) {
+	if s.Channels != nil {
+		out["channels"] = s.Channels.Names()
+	}
+	out["sensors"] = s.Sensors.Status()
+	if s.Devices != nil {
+		devs := s.Devices.Devices()
+		if devs == nil {
+			devs = []usb.Device{}
+		}
+		out["devices"] = devs
+		_, out["devices_monitor"] = s.Devices.Check()
+	}
+}

@@ -1,0 +1,86 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/perchhq/perch/appliance/bus"
+)
+
+// MessageOptions configures the message tool.
+type MessageOptions struct {
+	// Send queues a message for the dispatcher; in the gateway it is the
+	// bus's PublishOutbound.
+	Send func(bus.Outbound) error
+}
+
+// NewMessage returns the message tool, which sends text to a chat: the
+// current one unless the model names another.
+func NewMessage(opts MessageOptions) Tool {
+	m := &message{send: opts.Send}
+	return Func{
+		ToolName: "message",
+		ToolDescription: "Send a message to a chat. Without channel and chat_id it goes to the current conversation; " +
+			"use it to tell the user something before a long task finishes, or to reach another chat. " +
+			"Your normal reply is sent anyway: do not repeat it with this tool.",
+		Params: Object(map[string]*Property{
+			"content": String("The text to send."),
+			"channel": String("Channel to send on (telegram, slack, discord, line); default: the current one."),
+			"chat_id": String("Chat to send to on that channel; default: the current chat."),
+		}, "content"),
+		Run: m.run,
+	}
+}
+
+type message struct {
+	send func(bus.Outbound) error
+}
+
+func (m *message) run(ctx context.Context, args Args) Result {
+	content := args.String("content")
+	if strings.TrimSpace(content) == "" {
+		return Errorf("message: content is empty; give the text to send")
+	}
+	if m.send == nil {
+		return Errorf("message: sending is not available in this process")
+	}
+	call := CallFrom(ctx)
+	channel, chatID := args.String("channel"), args.String("chat_id")
+	switch {
+	case channel == "" && chatID == "":
+		channel, chatID = call.Channel, call.ChatID
+	case channel == "":
+		channel = call.Channel
+	case chatID == "" && channel == call.Channel:
+		chatID = call.ChatID
+	}
+	if channel == "" {
+		return Errorf("message: no channel to send to: this conversation has none, so give channel and chat_id")
+	}
+	internal := bus.IsInternal(channel)
+	if chatID == "" && !internal {
+		return Errorf("message: chat_id is required to send on %s from a conversation on %s", channel, orNone(call.Channel))
+	}
+	err := m.send(bus.Outbound{Channel: channel, ChatID: chatID, Text: content})
+	switch {
+	case errors.Is(err, bus.ErrFull):
+		return Errorf("message: the outgoing queue is full; the message was not sent, try again shortly")
+	case err != nil:
+		return Errorf("message: not sent: %w", err)
+	}
+	if internal {
+		// The dispatcher only logs internal channels (spec §6 rule 1): say
+		// so, or the model believes a person read it.
+		return Silent(fmt.Sprintf("message logged on the internal channel %s; no chat platform received it", channel))
+	}
+	return Silent(fmt.Sprintf("message sent to %s:%s", channel, chatID))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -1,0 +1,141 @@
+// Package hwtest puts fake I²C buses and SPI ports where production code
+// finds real ones: in periph's registries.
+//
+// # Concepts
+//
+// Code under test opens buses by name ("1", "/dev/i2c-1") through i2creg and
+// spireg, exactly as on a board; a test registers a periph fake there
+// (i2ctest.Playback, spitest.Playback, or any i2c.BusCloser) under a name and
+// number of its choosing. The fake stays open across the opens and closes of
+// the code under test and is closed once at the end of the test, which for a
+// Playback verifies that every expected operation happened.
+package hwtest
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"periph.io/x/conn/v3/i2c"
+	"periph.io/x/conn/v3/i2c/i2creg"
+	"periph.io/x/conn/v3/physic"
+	"periph.io/x/conn/v3/spi"
+	"periph.io/x/conn/v3/spi/spireg"
+	"periph.io/x/conn/v3/spi/spitest"
+)
+
+// I2CBus is a registered I²C fake.
+type I2CBus struct {
+	opens atomic.Int32
+}
+
+// Opens is how many times the code under test opened the bus.
+func (b *I2CBus) Opens() int { return int(b.opens.Load()) }
+
+// I2C registers bus as name, aliases (optional) and number (-1 for none)
+// until the test ends, then closes it and reports its error: a Playback with
+// operations left over fails the test.
+func I2C(t testing.TB, name string, aliases []string, number int, bus i2c.BusCloser) *I2CBus {
+	t.Helper()
+	reg := &I2CBus{}
+	open := func() (i2c.BusCloser, error) {
+		reg.opens.Add(1)
+		return keepOpenBus{bus}, nil
+	}
+	if err := i2creg.Register(name, aliases, number, open); err != nil {
+		t.Fatalf("hwtest: register I2C bus %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := i2creg.Unregister(name); err != nil {
+			t.Errorf("hwtest: unregister %s: %v", name, err)
+		}
+		if err := bus.Close(); err != nil {
+			t.Errorf("hwtest: I2C bus %s: %v", name, err)
+		}
+	})
+	return reg
+}
+
+// keepOpenBus hides Close from the code under test, so one Playback can
+// serve several opens; the test closes the real bus at the end.
+type keepOpenBus struct{ i2c.BusCloser }
+
+func (keepOpenBus) Close() error { return nil }
+
+// Connect records the parameters one Connect call received.
+type Connect struct {
+	Freq physic.Frequency
+	Mode spi.Mode
+	Bits int
+}
+
+// SPIPort is a registered SPI fake: a Playback of the expected transfers and
+// the log of connection parameters the code under test asked for.
+type SPIPort struct {
+	pb *spitest.Playback
+
+	opens    atomic.Int32
+	mu       sync.Mutex
+	connects []Connect
+}
+
+// Opens is how many times the code under test opened the port.
+func (p *SPIPort) Opens() int { return int(p.opens.Load()) }
+
+// Connects returns the parameters of every Connect so far.
+func (p *SPIPort) Connects() []Connect {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Connect(nil), p.connects...)
+}
+
+// SPI registers pb as name (aliases optional) and number (-1 for none) until
+// the test ends, then closes it: transfers left over fail the test.
+func SPI(t testing.TB, name string, aliases []string, number int, pb *spitest.Playback) *SPIPort {
+	t.Helper()
+	p := &SPIPort{pb: pb}
+	open := func() (spi.PortCloser, error) {
+		p.opens.Add(1)
+		return &spiHandle{p: p}, nil
+	}
+	if err := spireg.Register(name, aliases, number, open); err != nil {
+		t.Fatalf("hwtest: register SPI port %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := spireg.Unregister(name); err != nil {
+			t.Errorf("hwtest: unregister %s: %v", name, err)
+		}
+		if err := pb.Close(); err != nil {
+			t.Errorf("hwtest: SPI port %s: %v", name, err)
+		}
+	})
+	return p
+}
+
+// spiHandle is what one open returns: Connect may be called once per open,
+// as on a real port, while the Playback behind it lasts the whole test.
+type spiHandle struct {
+	p         *SPIPort
+	connected bool
+}
+
+func (h *spiHandle) String() string                      { return h.p.pb.String() }
+func (h *spiHandle) Close() error                        { return nil }
+func (h *spiHandle) LimitSpeed(f physic.Frequency) error { return h.p.pb.LimitSpeed(f) }
+
+func (h *spiHandle) Connect(f physic.Frequency, mode spi.Mode, bits int) (spi.Conn, error) {
+	if h.connected {
+		return nil, errConnectTwice
+	}
+	h.connected = true
+	h.p.mu.Lock()
+	h.p.connects = append(h.p.connects, Connect{Freq: f, Mode: mode, Bits: bits})
+	h.p.mu.Unlock()
+	h.p.pb.Lock()
+	h.p.pb.Initialized = false // a new open, a new connection
+	h.p.pb.Unlock()
+	return h.p.pb.Connect(f, mode, bits)
+}
+
+var errConnectTwice = errors.New("hwtest: Connect called twice on one open port")

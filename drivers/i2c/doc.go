@@ -1,0 +1,27 @@
+// Package i2c finds, scans, reads and writes I²C buses through periph.io.
+//
+// # Concepts
+//
+// A bus is named the way the board names it: "1", "I2C1", "/dev/i2c-1" and
+// "i2c-1" all mean the kernel's /dev/i2c-1; "" means the first bus. Buses are
+// discovered by periph's drivers, which run once, on the first call that needs
+// them (see Buses and Open), never at process start.
+//
+// A device is a 7-bit address between MinAddr (0x03) and MaxAddr (0x77), the
+// range i2cdetect scans; the others are reserved by the I²C specification.
+// Every argument is range-checked before a bus is opened, so a bad request
+// never reaches the wire.
+//
+// Scan probes each address the way i2cdetect does by default: an SMBus "read
+// byte" for 0x30–0x37 and 0x50–0x5F, where EEPROMs live and a write could
+// change what they hold, and an SMBus "quick write" (address only, no data)
+// elsewhere, where a read could lock up some write-only chips. An address a
+// kernel driver has claimed is reported busy ("UU" in i2cdetect), not probed.
+// periph cannot send a zero-length write, so on kernel buses Scan issues these
+// SMBus commands itself through the i2c-dev ioctls; buses periph drives in user
+// space (USB adapters such as the FT232H) are probed with "read byte" only, as
+// "i2cdetect -r" would.
+//
+// When the machine has no bus at all, calls return ErrNoBus, whose text tells
+// the user how to enable one (raspi-config or dtparam=i2c_arm=on).
+package i2c

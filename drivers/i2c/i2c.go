@@ -1,0 +1,265 @@
+package i2c
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"periph.io/x/conn/v3/i2c"
+	"periph.io/x/conn/v3/i2c/i2creg"
+
+	"github.com/perchhq/perch/drivers/internal/periphhost"
+)
+
+// Limits of the arguments every operation checks.
+const (
+	// MinAddr and MaxAddr bound the 7-bit addresses a device may use; the
+	// ones outside are reserved by the I²C specification.
+	MinAddr = 0x03
+	MaxAddr = 0x77
+	// MaxLength caps one read or write. Sensors move a few bytes; 256 covers
+	// an EEPROM page or a display line without letting a model request
+	// megabytes.
+	MaxLength = 256
+)
+
+// BusInfo describes one bus.
+type BusInfo struct {
+	// Name is periph's name for the bus, e.g. "/dev/i2c-1".
+	Name string `json:"name"`
+	// Number is the bus number, or -1 for buses without one (USB adapters).
+	Number int `json:"number"`
+	// Aliases are other names the bus answers to, e.g. "I2C1".
+	Aliases []string `json:"aliases,omitempty"`
+}
+
+// String returns "1 (/dev/i2c-1)" or the name alone for unnumbered buses.
+func (b BusInfo) String() string {
+	if b.Number < 0 {
+		return b.Name
+	}
+	return strconv.Itoa(b.Number) + " (" + b.Name + ")"
+}
+
+// Buses lists the buses present, sorted by number. It returns ErrNoBus when
+// there is none.
+func Buses() ([]BusInfo, error) {
+	refs, err := refs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BusInfo, len(refs))
+	for i, r := range refs {
+		out[i] = BusInfo{Name: r.Name, Number: r.Number, Aliases: r.Aliases}
+	}
+	return out, nil
+}
+
+// Lookup returns the bus called name without opening it: "" is the first bus,
+// and a number, an alias or a device path name one. Errors: ErrNoBus,
+// ErrUnknownBus.
+func Lookup(name string) (BusInfo, error) {
+	r, err := lookup(name)
+	if err != nil {
+		return BusInfo{}, err
+	}
+	return BusInfo{Name: r.Name, Number: r.Number, Aliases: r.Aliases}, nil
+}
+
+// refs loads the drivers once and returns the registered buses by number.
+func refs() ([]*i2creg.Ref, error) {
+	initErr := periphhost.Init()
+	all := i2creg.All()
+	if len(all) == 0 {
+		if initErr != nil {
+			return nil, fmt.Errorf("%w (driver error: %v)", ErrNoBus, initErr)
+		}
+		return nil, ErrNoBus
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		// Numbered buses first, in order, as i2creg.Open("") picks them.
+		ni, nj := all[i].Number, all[j].Number
+		if (ni < 0) != (nj < 0) {
+			return ni >= 0
+		}
+		return ni < nj
+	})
+	return all, nil
+}
+
+func lookup(name string) (*i2creg.Ref, error) {
+	all, err := refs()
+	if err != nil {
+		return nil, err
+	}
+	list := make([]periphhost.Ref, len(all))
+	names := make([]string, len(all))
+	for i, r := range all {
+		list[i] = periphhost.Ref{Name: r.Name, Aliases: r.Aliases, Number: r.Number}
+		names[i] = BusInfo{Name: r.Name, Number: r.Number}.String()
+	}
+	if i := periphhost.Find(list, name, normalize); i >= 0 {
+		return all[i], nil
+	}
+	return nil, fmt.Errorf("%w %q; buses present: %s", ErrUnknownBus, strings.TrimSpace(name), strings.Join(names, ", "))
+}
+
+// normalize maps the spellings people use for a kernel bus ("I2C1", "i2c-1",
+// "/dev/i2c-1", "1") to one form.
+func normalize(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	s = strings.TrimPrefix(s, "/dev/")
+	if rest, ok := strings.CutPrefix(s, "i2c-"); ok {
+		return rest
+	}
+	if rest, ok := strings.CutPrefix(s, "i2c"); ok {
+		if _, err := strconv.Atoi(rest); err == nil {
+			return rest
+		}
+	}
+	return s
+}
+
+// Bus is an open bus. It is safe for concurrent use, though a multi-step
+// exchange with one device needs the caller's own lock.
+type Bus struct {
+	info BusInfo
+	bus  i2c.BusCloser
+	// dev is the kernel device node ("/dev/i2c-1") when the bus is one; Scan
+	// then probes through it with SMBus ioctls.
+	dev string
+}
+
+// Open opens the bus called name (see Lookup). Close it when done.
+func Open(name string) (*Bus, error) {
+	r, err := lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := r.Open()
+	if err != nil {
+		return nil, fmt.Errorf("i2c: open bus %s: %w", BusInfo{Name: r.Name, Number: r.Number}, err)
+	}
+	bus := &Bus{info: BusInfo{Name: r.Name, Number: r.Number, Aliases: r.Aliases}, bus: b}
+	if strings.HasPrefix(r.Name, "/dev/i2c-") {
+		bus.dev = r.Name
+	}
+	return bus, nil
+}
+
+// Info describes the bus.
+func (b *Bus) Info() BusInfo { return b.info }
+
+// Periph returns the underlying periph bus, for device drivers.
+func (b *Bus) Periph() i2c.Bus { return b.bus }
+
+// Close releases the bus.
+func (b *Bus) Close() error { return b.bus.Close() }
+
+// CheckAddress reports whether addr is a usable 7-bit device address.
+func CheckAddress(addr int) error {
+	if addr < MinAddr || addr > MaxAddr {
+		return fmt.Errorf("%w: address 0x%02x (%d) is outside 0x03-0x77; "+
+			"give the 7-bit address i2cdetect shows, e.g. 0x76 (118)", ErrInvalid, addr, addr)
+	}
+	return nil
+}
+
+// CheckRegister reports whether reg fits the one-byte register index sent
+// before a read or write.
+func CheckRegister(reg int) error {
+	if reg < 0 || reg > 0xFF {
+		return fmt.Errorf("%w: register %d is outside 0-255 (0x00-0xff)", ErrInvalid, reg)
+	}
+	return nil
+}
+
+// CheckLength reports whether n bytes may be read in one operation.
+func CheckLength(n int) error {
+	if n < 1 || n > MaxLength {
+		return fmt.Errorf("%w: length %d is outside 1-%d", ErrInvalid, n, MaxLength)
+	}
+	return nil
+}
+
+// Bytes converts integer values (as a model sends them) to bytes, refusing
+// any outside 0-255 and more than MaxLength of them.
+func Bytes(vals []int64) ([]byte, error) {
+	b, err := periphhost.Bytes(vals, MaxLength)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return b, nil
+}
+
+// Read reads n bytes from the device at addr.
+func (b *Bus) Read(addr, n int) ([]byte, error) {
+	if err := CheckAddress(addr); err != nil {
+		return nil, err
+	}
+	if err := CheckLength(n); err != nil {
+		return nil, err
+	}
+	r := make([]byte, n)
+	if err := b.bus.Tx(uint16(addr), nil, r); err != nil {
+		return nil, b.wrap("read", addr, err)
+	}
+	return r, nil
+}
+
+// ReadRegister writes the register index reg, then reads n bytes, in one
+// transaction (a repeated start, as most sensors expect).
+func (b *Bus) ReadRegister(addr, reg, n int) ([]byte, error) {
+	if err := CheckAddress(addr); err != nil {
+		return nil, err
+	}
+	if err := CheckRegister(reg); err != nil {
+		return nil, err
+	}
+	if err := CheckLength(n); err != nil {
+		return nil, err
+	}
+	r := make([]byte, n)
+	if err := b.bus.Tx(uint16(addr), []byte{byte(reg)}, r); err != nil {
+		return nil, b.wrap("read", addr, err)
+	}
+	return r, nil
+}
+
+// Write writes data to the device at addr.
+func (b *Bus) Write(addr int, data []byte) error {
+	if err := CheckAddress(addr); err != nil {
+		return err
+	}
+	if len(data) == 0 || len(data) > MaxLength {
+		return fmt.Errorf("%w: %d data bytes; give 1-%d", ErrInvalid, len(data), MaxLength)
+	}
+	if err := b.bus.Tx(uint16(addr), data, nil); err != nil {
+		return b.wrap("write", addr, err)
+	}
+	return nil
+}
+
+// WriteRegister writes the register index reg followed by data (which may be
+// empty: some devices take a bare command byte).
+func (b *Bus) WriteRegister(addr, reg int, data []byte) error {
+	if err := CheckRegister(reg); err != nil {
+		return err
+	}
+	if len(data) >= MaxLength {
+		return fmt.Errorf("%w: %d data bytes after the register; at most %d", ErrInvalid, len(data), MaxLength-1)
+	}
+	return b.Write(addr, append([]byte{byte(reg)}, data...))
+}
+
+func (b *Bus) wrap(op string, addr int, err error) error {
+	msg := err.Error()
+	hint := ""
+	// The kernel answers a missing device with ENXIO or EREMOTEIO (no ACK);
+	// periph passes only the text on.
+	if strings.Contains(msg, "remote I/O error") || strings.Contains(msg, "no such device or address") {
+		hint = "; no device acknowledged: check the wiring and the address (scan lists what answers)"
+	}
+	return fmt.Errorf("i2c: %s 0x%02x on bus %s: %w%s", op, addr, b.info, err, hint)
+}

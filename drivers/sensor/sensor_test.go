@@ -1,0 +1,439 @@
+package sensor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"periph.io/x/conn/v3/i2c/i2ctest"
+
+	"github.com/perchhq/perch/drivers/hwtest"
+)
+
+func TestSpecValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		spec Spec
+		want string // "" valid; else the message's start
+	}{
+		{"bme280", Spec{Name: "kitchen", Type: "bme280", Bus: "1", Address: 0x76}, ""},
+		{"bme280 default address", Spec{Name: "kitchen", Type: "bme280"}, ""},
+		{"bmp280 alt address", Spec{Name: "attic", Type: "bmp280", Address: 0x77}, ""},
+		{"sht3x", Spec{Name: "Living room", Type: "sht3x", Bus: "I2C1", Address: 0x45}, ""},
+		{"bh1750", Spec{Name: "desk.light", Type: "bh1750", Address: 0x5c}, ""},
+		{"ds18b20", Spec{Name: "tank", Type: "ds18b20"}, ""},
+		{"ds18b20 by id", Spec{Name: "tank", Type: "ds18b20", Bus: "w1", Device: "28-0316a2795aff"}, ""},
+		{"no name", Spec{Type: "bme280"}, "name: missing"},
+		{"blank name", Spec{Name: "  ", Type: "bme280"}, "name: missing"},
+		{"odd name", Spec{Name: "a/b", Type: "bme280"}, `name: "a/b" must be`},
+		{"long name", Spec{Name: strings.Repeat("x", 41), Type: "bme280"}, "name:"},
+		{"unknown type", Spec{Name: "x", Type: "dht22"}, `type: "dht22" is not a supported part; use one of bh1750, bme280, bmp280, ds18b20, sht3x`},
+		{"upper-case type", Spec{Name: "x", Type: "BME280"}, `type: "BME280" is not a supported part`},
+		{"wrong address", Spec{Name: "x", Type: "bme280", Address: 0x40}, "address: 0x40 (64) is not a bme280 address; use 0x76 or 0x77"},
+		{"8-bit address", Spec{Name: "x", Type: "sht3x", Address: 0x88}, "address: 0x88 (136) is not a sht3x address; use 0x44 or 0x45"},
+		{"device on i2c part", Spec{Name: "x", Type: "bh1750", Device: "28-0316a2795aff"}, "device: only a 1-wire part"},
+		{"address on ds18b20", Spec{Name: "x", Type: "ds18b20", Address: 0x28}, "address: a ds18b20 sits on the 1-wire bus"},
+		{"i2c bus on ds18b20", Spec{Name: "x", Type: "ds18b20", Bus: "1"}, "bus: a ds18b20 sits on the kernel's 1-wire bus"},
+		{"bad w1 id", Spec{Name: "x", Type: "ds18b20", Device: "28-XYZ"}, `device: "28-XYZ" is not a 1-wire id`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.spec.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("error %v\nwant prefix %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateSpecsNamesTheEntry(t *testing.T) {
+	err := ValidateSpecs([]Spec{
+		{Name: "kitchen", Type: "bme280"},
+		{Name: "tank", Type: "ds18b20", Address: 5},
+	})
+	if err == nil || !strings.HasPrefix(err.Error(), "sensors[1].address: ") {
+		t.Errorf("error %v", err)
+	}
+	err = ValidateSpecs([]Spec{{Name: "kitchen", Type: "bme280"}, {Name: "Kitchen", Type: "sht3x"}})
+	if err == nil || err.Error() != `sensors[1].name: "Kitchen" is already the name of sensors[0]; names must be unique` {
+		t.Errorf("error %v", err)
+	}
+	if _, err := NewSet([]Spec{{Name: "x", Type: "nope"}}, Options{}); err == nil || !strings.HasPrefix(err.Error(), "sensors[0].type") {
+		t.Errorf("NewSet error %v", err)
+	}
+}
+
+// TestSpecJSONStrict: the config decodes sensors strictly; an address may be
+// a number or a hex string, and reads back as a number.
+func TestSpecJSONStrict(t *testing.T) {
+	in := `[{"name":"kitchen","type":"bme280","bus":"1","address":"0x76"},
+	        {"name":"desk","type":"bh1750","address":35},
+	        {"name":"tank","type":"ds18b20","device":"28-0316a2795aff"}]`
+	dec := json.NewDecoder(strings.NewReader(in))
+	dec.DisallowUnknownFields()
+	var specs []Spec
+	if err := dec.Decode(&specs); err != nil {
+		t.Fatal(err)
+	}
+	want := []Spec{
+		{Name: "kitchen", Type: "bme280", Bus: "1", Address: 0x76},
+		{Name: "desk", Type: "bh1750", Address: 0x23},
+		{Name: "tank", Type: "ds18b20", Device: "28-0316a2795aff"},
+	}
+	if !reflect.DeepEqual(specs, want) {
+		t.Errorf("decoded %+v\nwant %+v", specs, want)
+	}
+	out, _ := json.Marshal(specs[0])
+	if string(out) != `{"name":"kitchen","type":"bme280","bus":"1","address":118}` {
+		t.Errorf("marshalled %s", out)
+	}
+	for _, bad := range []string{
+		`[{"name":"x","type":"bme280","address":"sixty"}]`,
+		`[{"name":"x","type":"bme280","address":118.5}]`,
+		`[{"name":"x","type":"bme280","address":true}]`,
+		`[{"name":"x","type":"bme280","adress":118}]`,
+	} {
+		dec := json.NewDecoder(strings.NewReader(bad))
+		dec.DisallowUnknownFields()
+		var s []Spec
+		if err := dec.Decode(&s); err == nil {
+			t.Errorf("%s decoded without error", bad)
+		}
+	}
+}
+
+// bme280Ops is a real BME280 exchange (periph's recording): chip id,
+// calibration, configuration, a forced measurement with one busy poll, and
+// the result, 23.72 °C, 1009.43 hPa, 65.3 %.
+func bme280Ops(addr uint16, chipID byte) []i2ctest.IO {
+	ops := []i2ctest.IO{
+		{Addr: addr, W: []byte{0xd0}, R: []byte{chipID}},
+		{Addr: addr, W: []byte{0x88}, R: []byte{0x10, 0x6e, 0x6c, 0x66, 0x32, 0x0, 0x5d, 0x95, 0xb8, 0xd5, 0xd0, 0xb, 0x77, 0x1e, 0x9d, 0xff, 0xf9, 0xff, 0xac, 0x26, 0xa, 0xd8, 0xbd, 0x10, 0x0, 0x4b}},
+	}
+	if chipID == 0x60 {
+		ops = append(ops,
+			i2ctest.IO{Addr: addr, W: []byte{0xe1}, R: []byte{0x6e, 0x1, 0x0, 0x13, 0x5, 0x0, 0x1e}},
+			i2ctest.IO{Addr: addr, W: []byte{0xf4, 0x6c, 0xf2, 0x3, 0xf5, 0xa0, 0xf4, 0x6c}},
+			i2ctest.IO{Addr: addr, W: []byte{0xF4, 0x6d}},
+			i2ctest.IO{Addr: addr, W: []byte{0xF3}, R: []byte{8}},
+			i2ctest.IO{Addr: addr, W: []byte{0xF3}, R: []byte{0}},
+			i2ctest.IO{Addr: addr, W: []byte{0xf7}, R: []byte{0x4a, 0x52, 0xc0, 0x80, 0x96, 0xc0, 0x7a, 0x76}})
+		return ops
+	}
+	return append(ops,
+		i2ctest.IO{Addr: addr, W: []byte{0xf4, 0x6c, 0xf5, 0xa0, 0xf4, 0x6c}},
+		i2ctest.IO{Addr: addr, W: []byte{0xF4, 0x6d}},
+		i2ctest.IO{Addr: addr, W: []byte{0xF3}, R: []byte{0}},
+		i2ctest.IO{Addr: addr, W: []byte{0xf7}, R: []byte{0x4a, 0x52, 0xc0, 0x80, 0x96, 0xc0}})
+}
+
+func TestReadPlayback(t *testing.T) {
+	tests := []struct {
+		name  string
+		spec  Spec
+		ops   []i2ctest.IO
+		chip  string
+		want  []Value
+		lines string
+	}{
+		{
+			name:  "bme280",
+			spec:  Spec{Name: "kitchen", Type: "bme280", Address: 0x76},
+			ops:   bme280Ops(0x76, 0x60),
+			chip:  "BME280",
+			want:  []Value{{Temperature, 23.72, "°C"}, {Pressure, 1009.43, "hPa"}, {Humidity, 65.3, "%"}},
+			lines: "kitchen: temperature 23.72 °C, pressure 1009.43 hPa, humidity 65.3 %",
+		},
+		{
+			name: "bmp280 at the alternate address",
+			spec: Spec{Name: "attic", Type: "bmp280", Address: 0x77},
+			ops:  bme280Ops(0x77, 0x58),
+			chip: "BMP280",
+			want: []Value{{Temperature, 23.72, "°C"}, {Pressure, 1009.43, "hPa"}},
+		},
+		{
+			// A board sold as BME280 that carries a BMP280: no humidity,
+			// and the chip says why.
+			name: "bme280 entry finds a bmp280",
+			spec: Spec{Name: "cheap", Type: "bme280"},
+			ops:  bme280Ops(0x76, 0x58),
+			chip: "BMP280",
+			want: []Value{{Temperature, 23.72, "°C"}, {Pressure, 1009.43, "hPa"}},
+		},
+		{
+			// Single shot, high repeatability, no clock stretching; the
+			// words carry Sensirion CRCs (0x6666 -> 0x93, 0x8000 -> 0xa2).
+			name: "sht3x",
+			spec: Spec{Name: "bath", Type: "sht3x", Address: 0x45},
+			ops: []i2ctest.IO{
+				{Addr: 0x45, W: []byte{0x24, 0x00}},
+				{Addr: 0x45, R: []byte{0x66, 0x66, 0x93, 0x80, 0x00, 0xa2}},
+			},
+			chip:  "SHT3x",
+			want:  []Value{{Temperature, 25.0, "°C"}, {Humidity, 50.0, "%"}},
+			lines: "bath: temperature 25.00 °C, humidity 50.0 %",
+		},
+		{
+			// periph's driver: power on, continuous high resolution, reset,
+			// then a measurement of 400 counts = 333.3 lx, which periph
+			// truncates to whole lux (the mode's resolution is 1 lx).
+			name: "bh1750",
+			spec: Spec{Name: "desk", Type: "bh1750"},
+			ops: []i2ctest.IO{
+				{Addr: 0x23, W: []byte{0x07}},
+				{Addr: 0x23, W: []byte{0x10}},
+				{Addr: 0x23, W: []byte{0x07}},
+				{Addr: 0x23, W: []byte{0x10}},
+				{Addr: 0x23, W: []byte{0x10}, R: []byte{0x01, 0x90}},
+			},
+			chip:  "BH1750",
+			want:  []Value{{Illuminance, 333, "lx"}},
+			lines: "desk: illuminance 333.0 lx",
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			busName := "FAKE-SENSOR-BUS"
+			hwtest.I2C(t, busName, nil, 60+i, &i2ctest.Playback{Ops: tt.ops, DontPanic: true})
+			tt.spec.Bus = busName
+			set, err := NewSet([]Spec{tt.spec}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := set.Read(context.Background(), strings.ToUpper(tt.spec.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Chip != tt.chip || !reflect.DeepEqual(r.Values, tt.want) {
+				t.Errorf("reading %+v\nwant chip %s values %+v", r, tt.chip, tt.want)
+			}
+			if tt.lines != "" && r.String() != tt.lines {
+				t.Errorf("String() = %q, want %q", r.String(), tt.lines)
+			}
+		})
+	}
+}
+
+func TestSHT3xChecksumMismatch(t *testing.T) {
+	hwtest.I2C(t, "FAKE-SHT-BUS", nil, 70, &i2ctest.Playback{DontPanic: true, Ops: []i2ctest.IO{
+		{Addr: 0x44, W: []byte{0x24, 0x00}},
+		{Addr: 0x44, R: []byte{0x66, 0x66, 0x94, 0x80, 0x00, 0xa2}},
+	}})
+	set, err := NewSet([]Spec{{Name: "bath", Type: "sht3x", Bus: "70"}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := set.Read(context.Background(), "bath")
+	if err == nil || !strings.Contains(err.Error(), "sht3x: checksum mismatch") || r.Error == "" || r.Values != nil {
+		t.Errorf("reading %+v, error %v", r, err)
+	}
+}
+
+// TestCRC8DatasheetExample: the SHT3x datasheet's example, 0xBEEF -> 0x92.
+func TestCRC8DatasheetExample(t *testing.T) {
+	if got := crc8([]byte{0xBE, 0xEF}); got != 0x92 {
+		t.Errorf("crc8(BEEF) = %#x, want 0x92", got)
+	}
+}
+
+func TestDS18B20(t *testing.T) {
+	tests := []struct {
+		name string
+		dir  string
+		spec Spec
+		want float64
+		err  string
+	}{
+		{"the only one", "testdata/w1-one", Spec{Name: "tank", Type: "ds18b20"}, 23.13, ""},
+		{"by id", "testdata/w1-two", Spec{Name: "tank", Type: "ds18b20", Device: "28-000005e2fdc3"}, -10.13, ""},
+		{"several without id", "testdata/w1-two", Spec{Name: "tank", Type: "ds18b20"}, 0,
+			"several DS18B20 are present (28-000005e2fdc3, 28-0316a2795aff); set device"},
+		{"id not present", "testdata/w1-two", Spec{Name: "tank", Type: "ds18b20", Device: "28-111111111111"}, 0,
+			"ds18b20 28-111111111111 not found; present: 28-000005e2fdc3, 28-0316a2795aff"},
+		{"none on the bus", "testdata/w1-none", Spec{Name: "tank", Type: "ds18b20"}, 0, "no DS18B20 found on the 1-wire bus"},
+		{"1-wire off", "testdata/no-such-dir", Spec{Name: "tank", Type: "ds18b20"}, 0, "1-wire is not enabled: add dtoverlay=w1-gpio"},
+		{"crc error", "testdata/w1-bad", Spec{Name: "tank", Type: "ds18b20", Device: "28-00000a1b2c3d"}, 0, "checksum mismatch"},
+		{"power-on value", "testdata/w1-bad", Spec{Name: "tank", Type: "ds18b20", Device: "28-00000a1b2c3e"}, 0, "read 85 °C, the power-on value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := NewSet([]Spec{tt.spec}, Options{W1Dir: tt.dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := set.Read(context.Background(), "tank")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(r.Error, tt.err) {
+					t.Fatalf("error %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []Value{{Temperature, tt.want, "°C"}}
+			if !reflect.DeepEqual(r.Values, want) || r.Chip != "DS18B20" {
+				t.Errorf("reading %+v, want %+v", r, want)
+			}
+		})
+	}
+}
+
+func TestParseW1Slave(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                         "unexpected w1_slave content",
+		"aa : crc=aa YES\nno temp": "no temperature",
+		"aa : crc=aa YES\nt=abc":   `bad temperature "abc"`,
+	} {
+		if _, err := parseW1Slave(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseW1Slave(%q) error %v, want %q", in, err, want)
+		}
+	}
+}
+
+// TestMissingBusNeverBlocksTheSet: a sensor on a bus that is not there still
+// makes a Set; Status and Read say what is wrong.
+func TestMissingBusNeverBlocksTheSet(t *testing.T) {
+	set, err := NewSet([]Spec{
+		{Name: "kitchen", Type: "bme280", Bus: "99"},
+		{Name: "tank", Type: "ds18b20"},
+	}, Options{W1Dir: "testdata/w1-one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := set.Status()
+	if len(st) != 2 {
+		t.Fatalf("Status = %+v", st)
+	}
+	if st[0].OK || !strings.Contains(st[0].Message, "bus") || st[0].Where != "0x76 on I2C bus 99" {
+		t.Errorf("missing bus status %+v", st[0])
+	}
+	if !st[1].OK || st[1].Where != "1-wire 28-0316a2795aff" {
+		t.Errorf("ds18b20 status %+v", st[1])
+	}
+	all := set.ReadAll(context.Background())
+	if all[0].Error == "" || !strings.HasPrefix(all[0].String(), "kitchen (bme280, 0x76 on I2C bus 99): i2c: ") {
+		t.Errorf("reading %+v", all[0])
+	}
+	if all[1].Error != "" || len(all[1].Values) != 1 {
+		t.Errorf("reading %+v", all[1])
+	}
+}
+
+func TestStatusOfPresentBus(t *testing.T) {
+	hwtest.I2C(t, "FAKE-STATUS-BUS", nil, 71, &i2ctest.Playback{DontPanic: true})
+	set, err := NewSet([]Spec{{Name: "kitchen", Type: "bme280", Bus: "71"}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := set.Status()
+	if !st[0].OK || st[0].Message != "bus 71 (FAKE-STATUS-BUS) present" {
+		t.Errorf("status %+v", st[0])
+	}
+}
+
+func TestUnknownSensorListsTheConfiguredOnes(t *testing.T) {
+	set, _ := NewSet([]Spec{{Name: "kitchen", Type: "bme280"}, {Name: "tank", Type: "ds18b20"}}, Options{})
+	_, err := set.Read(context.Background(), "garage")
+	var u *UnknownSensorError
+	if !errors.As(err, &u) || err.Error() != `sensor: no sensor named "garage"; configured: kitchen, tank` {
+		t.Errorf("error %v", err)
+	}
+	empty, _ := NewSet(nil, Options{})
+	if _, err := empty.Read(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "none is configured") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestReadHonoursCancellation(t *testing.T) {
+	set, _ := NewSet([]Spec{{Name: "tank", Type: "ds18b20"}}, Options{W1Dir: "testdata/w1-one"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := set.Read(ctx, "tank"); !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	got := Suggest(0x76)
+	if len(got) != 2 || got[0].String() != "BME280 (type bme280)" || got[1].Type != "bmp280" {
+		t.Errorf("Suggest(0x76) = %v", got)
+	}
+	for _, a := range []int{0x44, 0x45, 0x23, 0x5c, 0x77} {
+		if s := Suggest(a); len(s) == 0 || s[0].Type == "" {
+			t.Errorf("Suggest(%#x) = %v, want a readable part first", a, s)
+		}
+	}
+	if s := Suggest(0x11); s != nil {
+		t.Errorf("Suggest(0x11) = %v", s)
+	}
+	// Every readable suggestion names a type Perch knows.
+	for addr, ps := range known {
+		for _, p := range ps {
+			if _, ok := parts[p.Type]; p.Type != "" && !ok {
+				t.Errorf("known[%#x] suggests unknown type %q", addr, p.Type)
+			}
+		}
+	}
+}
+
+func TestValueString(t *testing.T) {
+	var b bytes.Buffer
+	for _, v := range []Value{{Temperature, -3.456, "°C"}, {Humidity, 40.04, "%"}, {Pressure, 1013.25, "hPa"}} {
+		b.WriteString(v.String() + "; ")
+	}
+	if got := b.String(); got != "temperature -3.46 °C; humidity 40.0 %; pressure 1013.25 hPa; " {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestNameAndIDSyntax(t *testing.T) {
+	for name, want := range map[string]bool{
+		"kitchen": true, "Living room": true, "desk.light_2": true, "Küche": true, "温度": true, "a": true,
+		"": false, " lead": false, "-x": false, "a/b": false, "a\tb": false,
+		strings.Repeat("x", 40): true, strings.Repeat("x", 41): false,
+	} {
+		if got := validName(name); got != want {
+			t.Errorf("validName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	for id, want := range map[string]bool{
+		"28-0316a2795aff": true, "10-000802b4f1c2": true,
+		"28-0316A2795AFF": false, "28_0316a2795aff": false, "28-0316a2795af": false, "28-0316a2795affe": false, "2g-0316a2795aff": false,
+	} {
+		if got := validW1ID(id); got != want {
+			t.Errorf("validW1ID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+// TestCheckIsAlwaysOK: a missing bus is news for /ready's message, never a
+// reason to report the gateway not ready.
+func TestCheckIsAlwaysOK(t *testing.T) {
+	hwtest.I2C(t, "FAKE-CHECK-BUS", nil, 72, &i2ctest.Playback{DontPanic: true})
+	set, err := NewSet([]Spec{
+		{Name: "kitchen", Type: "bme280", Bus: "72"},
+		{Name: "garage", Type: "sht3x", Bus: "98"},
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, msg := set.Check()
+	if !ok || !strings.HasPrefix(msg, "1 of 2 sensors ready; garage: i2c: unknown bus \"98\"") {
+		t.Errorf("Check() = %v, %q", ok, msg)
+	}
+	empty, _ := NewSet(nil, Options{})
+	if ok, msg := empty.Check(); !ok || msg != "no sensors configured" {
+		t.Errorf("Check() = %v, %q", ok, msg)
+	}
+}

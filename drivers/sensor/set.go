@@ -1,0 +1,232 @@
+package sensor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/perchhq/perch/drivers/i2c"
+)
+
+// Options configure a Set.
+type Options struct {
+	// W1Dir is where 1-wire devices are listed; empty means DefaultW1Dir.
+	W1Dir string
+}
+
+// Set is the configured sensors. It is safe for concurrent use; reads are
+// serialised, since two of them on one bus would interleave their transfers.
+type Set struct {
+	specs []Spec
+	w1Dir string
+
+	mu sync.Mutex // held during a read
+}
+
+// NewSet validates specs (see ValidateSpecs) and returns the set. It touches
+// no hardware: a sensor whose bus is missing is reported by Status and Read,
+// never by NewSet, so it cannot stop start-up.
+func NewSet(specs []Spec, opts Options) (*Set, error) {
+	if err := ValidateSpecs(specs); err != nil {
+		return nil, err
+	}
+	if opts.W1Dir == "" {
+		opts.W1Dir = DefaultW1Dir
+	}
+	return &Set{specs: append([]Spec(nil), specs...), w1Dir: opts.W1Dir}, nil
+}
+
+// Specs returns the configured sensors in config order.
+func (s *Set) Specs() []Spec { return append([]Spec(nil), s.specs...) }
+
+// Len is the number of configured sensors.
+func (s *Set) Len() int { return len(s.specs) }
+
+// Find returns the sensor called name (case-insensitive).
+func (s *Set) Find(name string) (Spec, bool) {
+	for _, sp := range s.specs {
+		if strings.EqualFold(sp.Name, strings.TrimSpace(name)) {
+			return sp, true
+		}
+	}
+	return Spec{}, false
+}
+
+// Where describes where a sensor sits, e.g. "0x76 on I2C bus 1" or
+// "1-wire 28-0316a2795aff".
+func (sp Spec) Where() string {
+	if parts[sp.Type].oneWire {
+		if sp.Device != "" {
+			return "1-wire " + sp.Device
+		}
+		return "1-wire"
+	}
+	bus := sp.Bus
+	if bus == "" {
+		bus = "(first)"
+	}
+	return fmt.Sprintf("%s on I2C bus %s", Address(sp.address()), bus)
+}
+
+// Reading is one sensor's measurement, or why there is none.
+type Reading struct {
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	Where string `json:"where"`
+	// Chip is the part the driver found, when it can tell ("BMP280").
+	Chip   string  `json:"chip,omitempty"`
+	Values []Value `json:"values,omitempty"`
+	// Error is why there are no values.
+	Error string `json:"error,omitempty"`
+}
+
+// String returns one line: "kitchen: temperature 23.72 °C, pressure
+// 1009.43 hPa, humidity 65.3 %", or "garage (sht3x, 0x44 on I2C bus 1):
+// <why not>".
+func (r Reading) String() string {
+	if r.Error != "" {
+		return fmt.Sprintf("%s (%s, %s): %s", r.Name, r.Type, r.Where, r.Error)
+	}
+	vals := make([]string, len(r.Values))
+	for i, v := range r.Values {
+		vals[i] = v.String()
+	}
+	return r.Name + ": " + strings.Join(vals, ", ")
+}
+
+// UnknownSensorError is returned by Read for a name not in the config.
+type UnknownSensorError struct {
+	Name  string
+	Known []string
+}
+
+func (e *UnknownSensorError) Error() string {
+	if len(e.Known) == 0 {
+		return fmt.Sprintf("sensor: no sensor named %q; none is configured (add one to \"sensors\" in the config)", e.Name)
+	}
+	return fmt.Sprintf("sensor: no sensor named %q; configured: %s", e.Name, strings.Join(e.Known, ", "))
+}
+
+// Read measures the sensor called name. The error of a failed measurement
+// is also in the Reading, so callers listing several can show it in place.
+func (s *Set) Read(ctx context.Context, name string) (Reading, error) {
+	sp, ok := s.Find(name)
+	if !ok {
+		known := make([]string, len(s.specs))
+		for i, x := range s.specs {
+			known[i] = x.Name
+		}
+		err := &UnknownSensorError{Name: name, Known: known}
+		return Reading{Name: name, Error: err.Error()}, err
+	}
+	return s.read(ctx, sp)
+}
+
+// ReadAll measures every sensor in config order; failures are in the
+// readings' Error fields.
+func (s *Set) ReadAll(ctx context.Context) []Reading {
+	out := make([]Reading, 0, len(s.specs))
+	for _, sp := range s.specs {
+		r, _ := s.read(ctx, sp)
+		out = append(out, r)
+	}
+	return out
+}
+
+func (s *Set) read(ctx context.Context, sp Spec) (Reading, error) {
+	r := Reading{Name: sp.Name, Type: sp.Type, Where: sp.Where()}
+	vals, chip, err := s.measure(ctx, sp)
+	if err != nil {
+		r.Error = err.Error()
+		return r, fmt.Errorf("sensor %s (%s, %s): %w", sp.Name, sp.Type, sp.Where(), err)
+	}
+	r.Values, r.Chip = vals, chip
+	return r, nil
+}
+
+func (s *Set) measure(ctx context.Context, sp Spec) ([]Value, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := parts[sp.Type]
+	if p.oneWire {
+		id, err := w1Device(s.w1Dir, sp.Device)
+		if err != nil {
+			return nil, "", err
+		}
+		vals, err := readDS18B20(s.w1Dir, id)
+		return vals, "DS18B20", err
+	}
+	bus, err := i2c.Open(sp.Bus)
+	if err != nil {
+		return nil, "", err
+	}
+	defer bus.Close()
+	return p.readI2C(ctx, bus.Periph(), sp.address())
+}
+
+// Status is whether a sensor's bus and device are there, checked without a
+// measurement.
+type Status struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Where   string `json:"where"`
+	OK      bool   `json:"ok"`
+	Message string `json:"message"`
+}
+
+// Status checks every sensor's bus (I²C) or device (1-wire) is present. It
+// sends nothing on the wire.
+func (s *Set) Status() []Status {
+	out := make([]Status, 0, len(s.specs))
+	for _, sp := range s.specs {
+		st := Status{Name: sp.Name, Type: sp.Type, Where: sp.Where(), OK: true}
+		if parts[sp.Type].oneWire {
+			id, err := w1Device(s.w1Dir, sp.Device)
+			if err != nil {
+				st.OK, st.Message = false, err.Error()
+			} else {
+				st.Where = "1-wire " + id
+				st.Message = "device present"
+				if _, err := os.Stat(filepath.Join(s.w1Dir, id, "w1_slave")); err != nil {
+					st.OK, st.Message = false, err.Error()
+				}
+			}
+		} else if info, err := i2c.Lookup(sp.Bus); err != nil {
+			st.OK, st.Message = false, err.Error()
+		} else {
+			st.Message = "bus " + info.String() + " present"
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Check is a readiness check for /ready: always ok, since sensors never stop
+// the gateway serving chat; the message says how many are ready and why the
+// others are not.
+func (s *Set) Check() (bool, string) {
+	if len(s.specs) == 0 {
+		return true, "no sensors configured"
+	}
+	st := s.Status()
+	ready := 0
+	var problems []string
+	for _, x := range st {
+		if x.OK {
+			ready++
+		} else {
+			problems = append(problems, x.Name+": "+x.Message)
+		}
+	}
+	msg := fmt.Sprintf("%d of %d sensors ready", ready, len(st))
+	if len(problems) > 0 {
+		msg += "; " + strings.Join(problems, "; ")
+	}
+	return true, msg
+}

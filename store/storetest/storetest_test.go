@@ -1,0 +1,17 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/perchhq/perch/store"
+)
+
+// TestOpenGivesWritableStore: the helper's store accepts writes and passes
+// its own cleanup check.
+func TestOpenGivesWritableStore(t *testing.T) {
+	db := Open(t)
+	if err := db.Append("k", []store.Message{{Role: "user", Content: "x"}}, store.Usage{}, 100); err != nil {
+		t.Fatal(err)
+	}
+	CheckFile(t, db.Path()+".missing-is-created") // a new file is consistent too
+}
