@@ -576,3 +576,27 @@ func TestOutsideUnixSocketsUnreachable(t *testing.T) {
 	}
 	control(t, r)
 }
+
+// TestStaleTempDirsRemoved: temp dirs a crashed gateway left a day ago go
+// at the next start; recent ones (another gateway's running command) stay.
+func TestStaleTempDirsRemoved(t *testing.T) {
+	f := newFixture(t)
+	old := filepath.Join(f.ws, ".tmp", "exec-7-old")
+	recent := filepath.Join(f.ws, ".tmp", "exec-8-recent")
+	for _, d := range []string{old, recent} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	day := time.Now().Add(-25 * time.Hour)
+	if err := os.Chtimes(old, day, day); err != nil {
+		t.Fatal(err)
+	}
+	f.newRunner(t, Options{})
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("stale %s kept: %v", old, err)
+	}
+	if _, err := os.Stat(recent); err != nil {
+		t.Errorf("recent %s removed: %v", recent, err)
+	}
+}

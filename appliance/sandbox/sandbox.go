@@ -215,6 +215,7 @@ func New(o Options) (*Runner, error) {
 		return nil, fmt.Errorf("sandbox: /bin/sh is missing: %w", err)
 	}
 	r.abi, r.why = landlockABI()
+	r.removeStaleTemps()
 
 	var procLimit string
 	switch {
@@ -385,7 +386,10 @@ func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir s
 		ExtraFiles: []*os.File{statW}, // fd 3 = statusFD
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid: true,
-			// If the gateway dies, the supervisor kills the command.
+			// If the gateway dies, the supervisor kills the command. (The
+			// signal follows the starting thread, and Go ends a thread
+			// only when a goroutine exits locked to it, which the gateway
+			// never does.)
 			Pdeathsig: syscall.SIGTERM,
 		},
 	}
@@ -525,6 +529,23 @@ func (r *Runner) makeTemp(n uint64) (string, error) {
 		return "", fmt.Errorf("sandbox: creating the command's temp dir: %w", err)
 	}
 	return rel, nil
+}
+
+// staleTempAge is when a temp dir left by a crashed gateway is removed. It
+// is long because gateways may share a workspace and one's running command
+// must keep its dir.
+const staleTempAge = 24 * time.Hour
+
+func (r *Runner) removeStaleTemps() {
+	entries, err := os.ReadDir(filepath.Join(r.ws, tempRoot))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "exec-") && time.Since(fi.ModTime()) > staleTempAge {
+			r.removeTemp(filepath.Join(tempRoot, e.Name()))
+		}
+	}
 }
 
 func (r *Runner) removeTemp(rel string) {
