@@ -1,0 +1,560 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Defaults.
+const (
+	// DefaultTimeout is spec §8's shell command timeout
+	// (tools.exec.timeout_seconds).
+	DefaultTimeout = 60 * time.Second
+	// DefaultMaxOutput caps the combined output kept per command; with
+	// the exit-code line it stays under the registry's 64 KiB result cap.
+	DefaultMaxOutput = 60 << 10
+	// MaxLineBytes bounds a command line.
+	MaxLineBytes = 64 << 10
+	// killGrace is how long the supervisor gets to kill the command's tree
+	// after SIGTERM before the gateway kills the supervisor's group itself.
+	killGrace = 5 * time.Second
+	// drainGrace bounds the wait for the output pipe to close once the
+	// supervisor is gone (only a process that escaped could hold it).
+	drainGrace = 2 * time.Second
+)
+
+// Errors callers branch on.
+var (
+	// ErrUnavailable: Landlock is missing and Options.RequireSandbox is set.
+	ErrUnavailable = errors.New("sandbox: the kernel sandbox (Landlock) is unavailable and tools.exec.require_sandbox is true, so commands are refused")
+	// ErrBadDir: the working directory is missing or outside the workspace.
+	ErrBadDir = errors.New("sandbox: bad working directory")
+	// ErrSetup: the launcher could not confine the command; it did not run.
+	ErrSetup = errors.New("sandbox: could not confine the command")
+)
+
+// Limits are the resource limits of every command. A zero field takes the
+// default, sized for a 512 MB board.
+type Limits struct {
+	// CPUSeconds is RLIMIT_CPU per process (default 60).
+	CPUSeconds uint64 `json:"cpu"`
+	// AddressSpace is RLIMIT_AS in bytes (default 2 GiB on 64-bit, 1 GiB on
+	// 32-bit: Go and Node reserve about 1.2 GiB of address space they
+	// never touch, so less breaks them without saving memory).
+	AddressSpace uint64 `json:"as"`
+	// Data is RLIMIT_DATA in bytes, the memory a process can really
+	// allocate (default 256 MiB).
+	Data uint64 `json:"data"`
+	// OpenFiles is RLIMIT_NOFILE (default 256).
+	OpenFiles uint64 `json:"nofile"`
+	// FileSize is RLIMIT_FSIZE in bytes, the largest file a command can
+	// write (default 128 MiB).
+	FileSize uint64 `json:"fsize"`
+	// Processes is how many tasks (processes and threads) a command may
+	// have at once (default 64): RLIMIT_NPROC on top of what the user
+	// already runs, or a pids cgroup when the gateway runs as root.
+	Processes uint64 `json:"nproc"`
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *uint64, d uint64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	as := uint64(2 << 30)
+	if strconv.IntSize == 32 {
+		as = 1 << 30
+	}
+	def(&l.CPUSeconds, 60)
+	def(&l.AddressSpace, as)
+	def(&l.Data, 256<<20)
+	def(&l.OpenFiles, 256)
+	def(&l.FileSize, 128<<20)
+	def(&l.Processes, 64)
+	return l
+}
+
+// Options configure a Runner.
+type Options struct {
+	// Workspace is the one directory commands may write (required). It is
+	// created when missing.
+	Workspace string
+	// Timeout is the default per-command deadline (DefaultTimeout when 0;
+	// config tools.exec.timeout_seconds).
+	Timeout time.Duration
+	// RequireSandbox refuses every command when Landlock is unavailable
+	// (config tools.exec.require_sandbox).
+	RequireSandbox bool
+	// MaxOutput caps the combined output kept per command
+	// (DefaultMaxOutput when 0).
+	MaxOutput int
+	// Exe is the binary re-executed as the launcher; it must call
+	// RunLauncher when its first argument is LauncherArg. Default
+	// /proc/self/exe: the running binary, even after an upgrade replaced
+	// the file.
+	Exe string
+	// Limits are the resource limits of each command.
+	Limits Limits
+	// Secrets are files or directories that must stay out of reach even
+	// where they sit below an allowed directory (the config file, the
+	// database, credential files). Perch's /etc/perch, password hashes and
+	// private keys are always protected. The workspace must not contain
+	// one.
+	Secrets []string
+	// Log receives the start-up report and warnings (slog.Default when nil).
+	Log *slog.Logger
+}
+
+// Command is one command line to run.
+type Command struct {
+	// Line is run as /bin/sh -c Line.
+	Line string
+	// Dir is the working directory: relative to the workspace, or absolute
+	// inside it; the workspace when empty.
+	Dir string
+	// Timeout overrides the Runner's default when > 0.
+	Timeout time.Duration
+}
+
+// Result is how a command ended.
+type Result struct {
+	// Output is stdout and stderr interleaved, capped at MaxOutput (the
+	// start and the end are kept).
+	Output string
+	// ExitCode is the shell's exit status; 128+N when it was killed by
+	// signal N (137 after a timeout).
+	ExitCode int
+	// TimedOut: the deadline passed and the command's whole tree was
+	// killed.
+	TimedOut bool
+	// Truncated: output was dropped from the middle.
+	Truncated bool
+	// Duration is the wall time taken.
+	Duration time.Duration
+}
+
+// Runner runs command lines confined. It is safe for concurrent use and
+// holds no goroutine or process between calls.
+type Runner struct {
+	ws        string // absolute, symlinks resolved
+	timeout   time.Duration
+	require   bool
+	maxOutput int
+	exe       string
+	limits    Limits
+	secrets   secrets
+	log       *slog.Logger
+
+	abi     int    // Landlock ABI in use; 0 when unavailable
+	why     string // why Landlock is unavailable
+	cgroups *pidsCgroups
+	seq     atomic.Uint64
+}
+
+// New checks the workspace, probes the kernel and logs once what the sandbox
+// can and cannot enforce here.
+func New(o Options) (*Runner, error) {
+	if o.Workspace == "" {
+		return nil, errors.New("sandbox: no workspace given; set agents.defaults.workspace or run perch onboard")
+	}
+	ws, err := filepath.Abs(o.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: workspace %q: %w", o.Workspace, err)
+	}
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox: creating the workspace: %w", err)
+	}
+	if ws, err = filepath.EvalSymlinks(ws); err != nil {
+		return nil, fmt.Errorf("sandbox: workspace %q: %w", o.Workspace, err)
+	}
+	sec, err := newSecrets(builtinSecrets, o.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWorkspace(ws, sec); err != nil {
+		return nil, err
+	}
+	r := &Runner{
+		ws:        ws,
+		timeout:   o.Timeout,
+		require:   o.RequireSandbox,
+		maxOutput: o.MaxOutput,
+		exe:       o.Exe,
+		limits:    o.Limits.withDefaults(),
+		secrets:   sec,
+		log:       o.Log,
+	}
+	if r.timeout <= 0 {
+		r.timeout = DefaultTimeout
+	}
+	if r.maxOutput <= 0 {
+		r.maxOutput = DefaultMaxOutput
+	}
+	if r.exe == "" {
+		r.exe = "/proc/self/exe"
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		return nil, fmt.Errorf("sandbox: /bin/sh is missing: %w", err)
+	}
+	r.abi, r.why = landlockABI()
+	r.removeStaleTemps()
+
+	var procLimit string
+	switch {
+	case os.Geteuid() != 0:
+		procLimit = "RLIMIT_NPROC"
+	default:
+		if cg, err := findPidsCgroups(); err == nil {
+			r.cgroups = cg
+			procLimit = "pids cgroup under " + cg.parent
+		} else {
+			procLimit = "none"
+			r.log.Warn("sandbox: the gateway runs as root, where the kernel ignores RLIMIT_NPROC, and no pids cgroup can be made, so a fork bomb in a command is bounded only by its timeout; run perch as an unprivileged user",
+				"reason", err)
+		}
+	}
+	r.logStartup(procLimit)
+	return r, nil
+}
+
+func (r *Runner) logStartup(procLimit string) {
+	if r.abi == 0 {
+		if r.require {
+			r.log.Error("sandbox: Landlock is unavailable and tools.exec.require_sandbox is true: exec and command jobs are refused",
+				"reason", r.why)
+		} else {
+			r.log.Warn("sandbox: Landlock is unavailable: commands run with the deny list, resource limits and a clean environment only, and can read whatever the gateway's user can (set tools.exec.require_sandbox to refuse them instead)",
+				"reason", r.why)
+		}
+	} else {
+		var missing []string
+		if r.abi < 3 {
+			missing = append(missing, "truncate(2) outside the workspace (ABI 3)")
+		}
+		if r.abi < 5 {
+			missing = append(missing, "ioctl on device files (ABI 5)")
+		}
+		if r.abi < 6 {
+			missing = append(missing, "signals to the gateway and abstract UNIX sockets (ABI 6)")
+		}
+		if r.abi < 9 {
+			missing = append(missing, "connecting to UNIX sockets outside the workspace (ABI 9)")
+		}
+		if len(missing) > 0 {
+			r.log.Info("sandbox: this kernel's Landlock cannot restrict: "+strings.Join(missing, "; "), "abi", r.abi)
+		}
+	}
+	if r.denyUnix() {
+		r.log.Warn("sandbox: the gateway runs as root and this kernel's Landlock cannot restrict UNIX sockets, so commands get none (no D-Bus, syslog or Docker); run perch as an unprivileged user")
+	}
+	r.log.Info("sandbox ready", "landlock", r.statusText(), "workspace", r.ws,
+		"timeout", r.timeout, "process_limit", procLimit, "root", os.Geteuid() == 0)
+}
+
+// Status reports the sandbox for the /ready "sandbox" check: "landlock ABI
+// vN", or "unavailable: <why>". ok is false only when Landlock is
+// unavailable and RequireSandbox is set.
+func (r *Runner) Status() (ok bool, msg string) {
+	return r.abi > 0 || !r.require, r.statusText()
+}
+
+func (r *Runner) statusText() string {
+	if r.abi > 0 {
+		return fmt.Sprintf("landlock ABI v%d", r.abi)
+	}
+	return "unavailable: " + r.why
+}
+
+// denyUnix: a root gateway's commands get no UNIX sockets where Landlock
+// cannot restrict connecting to them (see seccomp.go).
+func (r *Runner) denyUnix() bool { return os.Geteuid() == 0 && r.abi < 9 }
+
+// Workspace returns the workspace's resolved path.
+func (r *Runner) Workspace() string { return r.ws }
+
+// Run runs c.Line with /bin/sh -c in c.Dir, confined, and waits for it.
+//
+// The command gets the workspace read-write, the system directories
+// read-only, a private TMPDIR inside the workspace, an environment of PATH,
+// HOME (the workspace), LANG, TZ and TMPDIR only, and the resource limits.
+// Before anything runs, the line is checked against the deny list
+// (CheckCommand). When the deadline passes or ctx is cancelled, the command
+// and everything it started are killed. A non-zero exit is not an error;
+// err is set only when the command could not run (refused, bad directory,
+// setup failure) or ctx was cancelled, in which case the partial Result is
+// still returned.
+func (r *Runner) Run(ctx context.Context, c Command) (Result, error) {
+	if r.abi == 0 && r.require {
+		return Result{}, fmt.Errorf("%w (%s)", ErrUnavailable, r.why)
+	}
+	if strings.TrimSpace(c.Line) == "" {
+		return Result{}, errors.New("sandbox: empty command line")
+	}
+	if len(c.Line) > MaxLineBytes {
+		return Result{}, fmt.Errorf("sandbox: the command line is %d bytes, over the %d-byte limit; write a script into the workspace and run that", len(c.Line), MaxLineBytes)
+	}
+	if strings.IndexByte(c.Line, 0) >= 0 {
+		return Result{}, errors.New("sandbox: the command line contains a NUL byte")
+	}
+	if err := CheckCommand(c.Line); err != nil {
+		return Result{}, err
+	}
+	dir, err := r.resolveDir(c.Dir)
+	if err != nil {
+		return Result{}, err
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = r.timeout
+	}
+
+	n := r.seq.Add(1)
+	tmpRel, err := r.makeTemp(n)
+	if err != nil {
+		return Result{}, err
+	}
+	defer r.removeTemp(tmpRel)
+
+	spec := launchSpec{
+		Line:     c.Line,
+		Env:      buildEnv(r.ws, filepath.Join(r.ws, tmpRel), os.LookupEnv),
+		ABI:      r.abi,
+		Limits:   r.limits,
+		DenyUnix: r.denyUnix(),
+	}
+	if r.abi > 0 {
+		spec.Rules = buildRules(r.ws, readOnlyRoots, devices, r.secrets)
+	}
+	if r.cgroups != nil {
+		cg, err := r.cgroups.create(fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), n), r.limits.Processes)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %v", ErrSetup, err)
+		}
+		defer func() {
+			if err := r.cgroups.remove(cg); err != nil {
+				r.log.Warn("sandbox: cgroup left behind", "err", err)
+			}
+		}()
+		spec.Cgroup = cg
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: encoding the launch spec: %w", err)
+	}
+	return r.launch(ctx, string(raw), launcherEnv(os.LookupEnv), dir, timeout)
+}
+
+// launch starts the supervisor and collects output, status and exit code.
+func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir string, timeout time.Duration) (Result, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: output pipe: %w", err)
+	}
+	defer outR.Close()
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return Result{}, fmt.Errorf("sandbox: status pipe: %w", err)
+	}
+	defer statR.Close()
+
+	cmd := &exec.Cmd{
+		Path:       r.exe,
+		Args:       []string{"perch", LauncherArg, stageSupervise, rawSpec},
+		Env:        env,
+		Dir:        dir,
+		Stdout:     outW,
+		Stderr:     outW,
+		ExtraFiles: []*os.File{statW}, // fd 3 = statusFD
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid: true,
+			// If the gateway dies, the supervisor kills the command. (The
+			// signal follows the starting thread, and Go ends a thread
+			// only when a goroutine exits locked to it, which the gateway
+			// never does.)
+			Pdeathsig: syscall.SIGTERM,
+		},
+	}
+	start := time.Now()
+	err = cmd.Start()
+	outW.Close()
+	statW.Close()
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: starting the launcher %s: %v", ErrSetup, r.exe, err)
+	}
+
+	buf := newCapBuffer(r.maxOutput)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		_, _ = buf.ReadFrom(outR)
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var timedOut, exited bool
+	var ctxErr error
+	select {
+	case <-waited:
+		exited = true
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	if !exited {
+		// The supervisor kills the command's whole tree and exits.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-waited:
+		case <-time.After(killGrace):
+			// The supervisor is stuck (a task in uninterruptible
+			// sleep): kill it and stop waiting for the tree.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-waited
+		}
+	}
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		// Something escaped the supervisor and holds the pipe; stop
+		// reading rather than wait for it.
+		outR.Close()
+		<-drained
+	}
+
+	res := Result{
+		Output:    buf.String(),
+		Truncated: buf.Truncated(),
+		TimedOut:  timedOut,
+		Duration:  time.Since(start),
+		ExitCode:  exitStatus(cmd.ProcessState),
+	}
+	if msg := readStatus(statR); msg != "" {
+		return res, fmt.Errorf("%w: %s", ErrSetup, msg)
+	}
+	if ctxErr != nil {
+		return res, fmt.Errorf("sandbox: command cancelled: %w", ctxErr)
+	}
+	return res, nil
+}
+
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// readStatus returns the launcher's "error: …" report, if any.
+func readStatus(f *os.File) string {
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	msg := strings.TrimSpace(string(b))
+	return strings.TrimPrefix(msg, "error: ")
+}
+
+// resolveDir turns c.Dir into an absolute directory inside the workspace,
+// following symlinks, so a link cannot take the command elsewhere.
+func (r *Runner) resolveDir(d string) (string, error) {
+	if d == "" || d == "." {
+		return r.ws, nil
+	}
+	p := d
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.ws, p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", fmt.Errorf("%w: %s does not exist; create it first or leave working_dir empty for the workspace", ErrBadDir, d)
+		}
+		return "", fmt.Errorf("%w: %s: %v", ErrBadDir, d, err)
+	}
+	if real != r.ws && !strings.HasPrefix(real, r.ws+string(filepath.Separator)) {
+		return "", fmt.Errorf("%w: %s is outside the workspace %s; commands run inside the workspace only", ErrBadDir, d, r.ws)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrBadDir, d, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%w: %s is a file, not a directory", ErrBadDir, d)
+	}
+	return real, nil
+}
+
+// tempRoot holds the commands' private temp dirs, inside the workspace so
+// the workspace rule covers them and the shared /tmp stays out of reach.
+const tempRoot = ".tmp"
+
+// makeTemp creates a private temp dir for command n and returns its path
+// relative to the workspace. It goes through os.Root so a symlink a command
+// left at .tmp cannot make the gateway create or, later, delete elsewhere.
+func (r *Runner) makeTemp(n uint64) (string, error) {
+	root, err := os.OpenRoot(r.ws)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: opening the workspace: %w", err)
+	}
+	defer root.Close()
+	if err := root.MkdirAll(tempRoot, 0o700); err != nil {
+		return "", fmt.Errorf("sandbox: creating %s in the workspace: %w", tempRoot, err)
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	rel := filepath.Join(tempRoot, fmt.Sprintf("exec-%d-%s", n, hex.EncodeToString(rnd[:])))
+	if err := root.Mkdir(rel, 0o700); err != nil {
+		return "", fmt.Errorf("sandbox: creating the command's temp dir: %w", err)
+	}
+	return rel, nil
+}
+
+// staleTempAge is when a temp dir left by a crashed gateway is removed. It
+// is long because gateways may share a workspace and one's running command
+// must keep its dir.
+const staleTempAge = 24 * time.Hour
+
+func (r *Runner) removeStaleTemps() {
+	entries, err := os.ReadDir(filepath.Join(r.ws, tempRoot))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "exec-") && time.Since(fi.ModTime()) > staleTempAge {
+			r.removeTemp(filepath.Join(tempRoot, e.Name()))
+		}
+	}
+}
+
+func (r *Runner) removeTemp(rel string) {
+	root, err := os.OpenRoot(r.ws)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	if err := root.RemoveAll(rel); err != nil {
+		r.log.Debug("sandbox: temp dir left behind", "dir", rel, "err", err)
+	}
+}
