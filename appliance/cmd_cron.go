@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/sandbox"
 	"github.com/perchhq/perch/appliance/schedule"
 	"github.com/perchhq/perch/store"
 )
@@ -45,7 +46,8 @@ func Cron(ctx context.Context, o CronOptions) error {
 		if tz := cfg.Agents.Defaults.Timezone; tz != "" {
 			loc, _ = time.LoadLocation(tz)
 		}
-		ops = localCron{schedule.New(schedule.Options{Store: db, Location: loc, Log: slog.New(slog.DiscardHandler)})}
+		ops = localCron{schedule.New(schedule.Options{Store: db, Location: loc, Log: slog.New(slog.DiscardHandler),
+			CheckCommand: sandbox.CheckCommand})}
 	}
 	switch o.Action {
 	case "list":

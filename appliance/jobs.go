@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/sandbox"
 	"github.com/perchhq/perch/appliance/schedule"
 	"github.com/perchhq/perch/appliance/tools"
 )
@@ -53,7 +54,24 @@ func (s *System) runJob(ctx context.Context, j schedule.Job) (string, error) {
 	return rep.Text, nil
 }
 
-// runCommand runs a job's shell command; replaced when the sandbox is wired.
+// runSandboxed runs a cron job's command confined, like the exec tool. A
+// failing command is a failed job: its output is the error's detail.
+func (s *System) runSandboxed(ctx context.Context, line string) (string, error) {
+	res, err := s.Sandbox.Run(ctx, sandbox.Command{Line: line})
+	if err != nil {
+		return "", err
+	}
+	out := strings.TrimSpace(res.Output)
+	switch {
+	case res.TimedOut:
+		return "", fmt.Errorf("command timed out after %s (tools.exec.timeout_seconds): %s", res.Duration.Round(time.Second), firstLine(out))
+	case res.ExitCode != 0:
+		return "", fmt.Errorf("command exited with status %d: %s", res.ExitCode, firstLine(out))
+	}
+	return out, nil
+}
+
+// runCommand runs a job's shell command through commandRunner.
 func (s *System) runCommand(ctx context.Context, line string) (string, error) {
 	if s.commandRunner == nil {
 		return "", errNoCommandRunner

@@ -152,33 +152,38 @@ func TestRunJobAgentFailure(t *testing.T) {
 	}
 }
 
+// TestRunJobCommand: command jobs run confined through the same sandbox as
+// the exec tool; their output is the result, delivered when asked.
 func TestRunJobCommand(t *testing.T) {
 	sys := newCore(t, newFake(t))
-	_, err := sys.runJob(context.Background(), schedule.Job{ID: "j1", Command: "uptime"})
-	if !errors.Is(err, errNoCommandRunner) {
-		t.Fatalf("command job without a runner = %v, want errNoCommandRunner", err)
-	}
-	var ran []string
-	sys.commandRunner = func(_ context.Context, line string) (string, error) {
-		ran = append(ran, line)
-		return " up 3 days \n", nil
-	}
-	res, err := sys.runJob(context.Background(), schedule.Job{ID: "j2", Message: "Uptime:", Command: "uptime", Deliver: true, Channel: "slack", To: "C1"})
+	res, err := sys.runJob(context.Background(), schedule.Job{ID: "j2", Message: "Uptime:", Command: "echo ' up 3 days '", Deliver: true, Channel: "slack", To: "C1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != "delivered to slack:C1" || len(ran) != 1 || ran[0] != "uptime" {
-		t.Errorf("result %q, ran %q", res, ran)
+	if res != "delivered to slack:C1" {
+		t.Errorf("result %q", res)
 	}
 	if got := outbound(sys.Bus); len(got) != 1 || got[0].Text != "Uptime:\nup 3 days" {
 		t.Errorf("outbound = %+v, want the message and the trimmed output", got)
 	}
-	res, err = sys.runJob(context.Background(), schedule.Job{ID: "j3", Command: "uptime"})
-	if err != nil || res != "up 3 days" {
-		t.Errorf("undelivered command job = %q, %v; want its output as the result", res, err)
+	res, err = sys.runJob(context.Background(), schedule.Job{ID: "j3", Command: "pwd"})
+	if err != nil || res != sys.Cfg.WorkspaceDir() {
+		t.Errorf("undelivered command job = %q, %v; want its output (the workspace) as the result", res, err)
 	}
 	if len(outbound(sys.Bus)) != 0 {
 		t.Error("an undelivered command job published its output")
+	}
+	if _, err := sys.runJob(context.Background(), schedule.Job{ID: "j4", Command: "echo nope >&2; exit 3"}); err == nil ||
+		!strings.Contains(err.Error(), "status 3") || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("failing command: %v", err)
+	}
+	if _, err := sys.runJob(context.Background(), schedule.Job{ID: "j5", Command: "sudo reboot"}); err == nil ||
+		!strings.Contains(err.Error(), "reboot") {
+		t.Errorf("blocked command: %v", err)
+	}
+	// The config file is a secret: not readable from a job either.
+	if out, err := sys.runJob(context.Background(), schedule.Job{ID: "j6", Command: "cat " + sys.Cfg.DBPath()}); err == nil {
+		t.Errorf("a job read the database: %q", out)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
 	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/appliance/sandbox"
 	"github.com/perchhq/perch/appliance/schedule"
 	"github.com/perchhq/perch/appliance/tools"
 	"github.com/perchhq/perch/drivers/sensor"
@@ -43,6 +44,7 @@ type System struct {
 	Watchdog  *systemd.Watchdog
 	Sensors   *sensor.Set
 	Devices   *devices.Service
+	Sandbox   *sandbox.Runner
 
 	pidWritten bool
 	// commandRunner runs cron command jobs (the sandboxed exec runner).
@@ -100,7 +102,21 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 	if d.Timezone != "" {
 		loc, _ = time.LoadLocation(d.Timezone) // validated at load
 	}
-	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log})
+	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log, CheckCommand: sandbox.CheckCommand})
+	// Every shell command (exec tool, cron command jobs) runs confined; the
+	// config file and the database are never readable from it.
+	s.Sandbox, err = sandbox.New(sandbox.Options{
+		Workspace:      ws,
+		Timeout:        time.Duration(cfg.Tools.Exec.TimeoutSeconds) * time.Second,
+		RequireSandbox: cfg.Tools.Exec.RequireSandbox,
+		Secrets:        []string{cfg.Path(), cfg.DBPath(), cfg.PIDPath()},
+		Log:            log,
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.commandRunner = s.runSandboxed
 	// Validation only: no bus is opened until a sensor is read.
 	s.Sensors, err = sensor.NewSet(cfg.Sensors, sensor.Options{})
 	if err != nil {
@@ -130,6 +146,7 @@ func (s *System) registerTools() {
 	r.Register(tools.NewSubagent(s.Agent.Subagents()))
 	r.Register(tools.NewSpawn(s.Agent.Subagents()))
 	r.Register(tools.NewCron(cronTool{s}))
+	r.Register(tools.NewExec(s.Sandbox))
 	for _, t := range tools.NewHardware(s.Sensors) {
 		r.Register(t)
 	}
@@ -239,6 +256,8 @@ func (s *System) registerChecks() {
 	for name, fn := range s.Channels.Checks() {
 		s.Checks.Register(name, fn)
 	}
+	// The sandbox fails the check only under tools.exec.require_sandbox.
+	s.Checks.Register("sandbox", func(context.Context) (bool, string) { return s.Sandbox.Status() })
 	// Hardware informs; it never makes the gateway unready (CONTRACT.md).
 	s.Checks.Register("sensors", func(context.Context) (bool, string) { return s.Sensors.Check() })
 	s.Checks.Register("devices", func(context.Context) (bool, string) { return s.Devices.Check() })

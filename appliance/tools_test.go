@@ -95,3 +95,16 @@ func TestSubagentAndSpawnTools(t *testing.T) {
 		t.Fatalf("missing task: %+v", res)
 	}
 }
+
+// TestCronToolRefusesBlockedCommands: a command the exec guard refuses is
+// refused when the job is added, not when it falls due.
+func TestCronToolRefusesBlockedCommands(t *testing.T) {
+	sys := newCore(t, newFake(t))
+	res := sys.Tools.Execute(context.Background(), "cron", `{"action":"add","command":"rm -rf /","every_seconds":60}`)
+	if !res.IsError() || !strings.Contains(res.ForLLM, "command") {
+		t.Fatalf("blocked command accepted: %+v", res)
+	}
+	if jobs, _ := sys.Cron.List(); len(jobs) != 0 {
+		t.Fatalf("job stored: %+v", jobs)
+	}
+}

@@ -185,16 +185,24 @@ func (db *DB) Close() error {
 	return db.bolt.Close()
 }
 
-// Check verifies the file's internal consistency (bbolt's tx.Check).
+// Check verifies the file's internal consistency (bbolt's tx.Check). It
+// runs in a write transaction that is rolled back: in a read transaction
+// Check reads the freelist while a concurrent commit changes it.
 func (db *DB) Check() error {
-	return db.bolt.View(func(tx *bolt.Tx) error {
-		var errs []error
+	var errs []error
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
 			errs = append(errs, err)
 		}
-		return errors.Join(errs...)
+		return errRollback
 	})
+	if err != nil && !errors.Is(err, errRollback) {
+		return err
+	}
+	return errors.Join(errs...)
 }
+
+var errRollback = errors.New("store: rollback")
 
 // Ping reports whether the database answers a read, for the readiness check.
 func (db *DB) Ping() error {

@@ -44,5 +44,5 @@
 // Where the kernel lacks Landlock, commands still run with the deny list,
 // the limits, the clean environment and no_new_privs, and Status says
 // "unavailable: …"; with RequireSandbox they are refused instead.
-// SECURITY.md describes the model for users.
+// README.md ("Security model") describes the model for users.
 package sandbox

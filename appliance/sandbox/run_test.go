@@ -537,7 +537,7 @@ func TestOutsideUnixSocketsUnreachable(t *testing.T) {
 	r := f.newRunner(t, Options{})
 	requireLandlock(t, r)
 	if r.abi < 9 && os.Geteuid() != 0 {
-		t.Skipf("Landlock ABI %d cannot restrict UNIX sockets and the gateway is unprivileged, where commands may reach what its user can (SECURITY.md)", r.abi)
+		t.Skipf("Landlock ABI %d cannot restrict UNIX sockets and the gateway is unprivileged, where commands may reach what its user can (README.md, Security model)", r.abi)
 	}
 	client := filepath.Join(f.ws, "client")
 	if err := copyFile(os.Args[0], client, 0o755); err != nil {

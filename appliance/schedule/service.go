@@ -31,6 +31,9 @@ type Options struct {
 	Log      *slog.Logger
 	// JobTimeout bounds one firing (default 5 minutes).
 	JobTimeout time.Duration
+	// CheckCommand, when set, vets a job's command when it is added, so a
+	// command that would be refused when due is refused now.
+	CheckCommand func(line string) error
 }
 
 // Service schedules and runs jobs.
@@ -243,6 +246,11 @@ func (s *Service) Add(j Job) (Job, error) {
 	j.LastRun, j.NextRun, j.LastResult = nil, nil, ""
 	if err := j.Validate(); err != nil {
 		return Job{}, fmt.Errorf("schedule: %w", err)
+	}
+	if j.Command != "" && s.opts.CheckCommand != nil {
+		if err := s.opts.CheckCommand(j.Command); err != nil {
+			return Job{}, fmt.Errorf("schedule: command: %w", err)
+		}
 	}
 	if j.Schedule.AtSeconds != nil {
 		at := j.Created.Add(time.Duration(*j.Schedule.AtSeconds) * time.Second)

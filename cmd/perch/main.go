@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/perchhq/perch/appliance"
+	"github.com/perchhq/perch/appliance/sandbox"
 )
 
 const usage = `perch — a chat-driven AI agent appliance
@@ -38,6 +39,11 @@ Every command accepts --config PATH (default: $PERCH_HOME/config.json or ~/.perc
 `
 
 func main() {
+	// The exec sandbox re-runs this binary as its launcher: confine, then
+	// exec the shell. Nothing else may run first in that process.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.LauncherArg {
+		os.Exit(sandbox.RunLauncher(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
