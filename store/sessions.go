@@ -180,7 +180,12 @@ func (db *DB) Append(key string, msgs []Message, usage Usage, limit int, route .
 		}
 		info.Count += len(encoded)
 		if info.Count > limit {
-			trimmed, err = trim(mb, info.Count-limit)
+			// Trim in chunks: deleting from the front rewrites the first
+			// leaf page, and doing it on every append would add a page
+			// write to every turn's commit. The history stays between
+			// limit-slack and limit messages, never under 100.
+			slack := min(trimSlack, limit-100)
+			trimmed, err = trim(mb, info.Count-limit+slack)
 			if err != nil {
 				return err
 			}
@@ -209,6 +214,9 @@ func (db *DB) Append(key string, msgs []Message, usage Usage, limit int, route .
 	db.cache.appended(key, msgs, trimmed)
 	return nil
 }
+
+// trimSlack is how far below history_limit a trim goes.
+const trimSlack = 32
 
 // trim deletes at least n messages from the front, then any leading
 // non-user messages, and returns how many it deleted.
