@@ -45,6 +45,8 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 	if err := sys.Start(ctx); err != nil {
 		return err
 	}
+	// Start-up is done: give its pages back (see trimWorkingSet).
+	go trimWorkingSet()
 	url := "http://" + dialAddr(sys.HTTP.Addr())
 	log.Info("perch gateway ready", "version", version.Get().Version, "url", url, "took", time.Since(start).Round(time.Microsecond))
 	if o.Stdout != nil && (os.Getenv("PERCH_SHOW_TOKEN") == "1" || isTerminalWriter(o.Stdout)) {

@@ -47,6 +47,8 @@ type System struct {
 	Sandbox   *sandbox.Runner
 
 	pidWritten bool
+	stopTrim   context.CancelFunc
+	trimDone   chan struct{}
 	// commandRunner runs cron command jobs (the sandboxed exec runner).
 	commandRunner func(ctx context.Context, line string) (string, error)
 }
@@ -304,6 +306,9 @@ func (s *System) Start(ctx context.Context) error {
 	if err := s.Watchdog.Start(ctx); err != nil {
 		s.Log.Warn("systemd watchdog not started", "err", err)
 	}
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopTrim, s.trimDone = cancel, make(chan struct{})
+	go func() { defer close(s.trimDone); s.trimWhenIdle(tctx) }()
 	go func() {
 		if err := <-serveErr; err != nil {
 			s.Log.Error("HTTP server stopped", "err", err)
@@ -323,6 +328,10 @@ func (s *System) Stop(ctx context.Context) error {
 		}
 	}
 	systemd.Stopping()
+	if s.stopTrim != nil {
+		s.stopTrim()
+		<-s.trimDone
+	}
 	if s.Watchdog != nil {
 		note("watchdog", s.Watchdog.Stop(ctx))
 	}

@@ -63,6 +63,7 @@ type Loop struct {
 	sem      chan struct{}
 	admitted atomic.Int64 // turns waiting or running
 	running  atomic.Int64
+	turns    atomic.Uint64 // turns and commands begun, ever
 
 	locksMu sync.Mutex
 	locks   map[string]*sessionLock
@@ -228,6 +229,10 @@ func (l *Loop) Stop(ctx context.Context) error {
 	}
 }
 
+// Activity counts the turns and commands begun since start; a caller that
+// sees it unchanged knows the loop was idle meanwhile.
+func (l *Loop) Activity() uint64 { return l.turns.Load() }
+
 // Stats are the loop's figures for /admin/status.
 type Stats struct {
 	ActiveSessions int
@@ -296,6 +301,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 
 	// Admission: bounded waiting instead of an unbounded queue.
 	limit := int64(l.opts.MaxConcurrentTurns + l.opts.MaxQueuedTurns)
+	l.turns.Add(1)
 	if n := l.admitted.Add(1); n > limit {
 		l.admitted.Add(-1)
 		return nil, ErrBusy

@@ -1,0 +1,87 @@
+package appliance
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// trimWorkingSet drops start-up's pages from the process's resident set once
+// the gateway is ready: the garbage of start-up goes back to the kernel, and
+// the read-only mappings of the binary (code and data touched only while
+// starting: package initialisers, config parsing, TLS tables) are paged out
+// with MADV_PAGEOUT. They stay in the page cache; pages needed later fault
+// back in cheaply. On a 512 MB board this is several megabytes, since the
+// kernel maps the binary in large chunks at start. It returns the bytes of
+// binary mappings it advised; errors (old kernels without MADV_PAGEOUT) are
+// ignored: the trim is an optimisation.
+func trimWorkingSet() int {
+	debug.FreeOSMemory()
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return 0
+	}
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	total := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		// address perms offset dev inode path
+		if len(fields) < 6 || fields[5] != exe || strings.Contains(fields[1], "w") {
+			continue
+		}
+		start, end, ok := strings.Cut(fields[0], "-")
+		if !ok {
+			continue
+		}
+		s, err1 := strconv.ParseUint(start, 16, 64)
+		e, err2 := strconv.ParseUint(end, 16, 64)
+		if err1 != nil || err2 != nil || e <= s {
+			continue
+		}
+		// The raw call takes the address as a number: the mapping is not Go
+		// memory, so it must not pass through unsafe.Pointer.
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(s), uintptr(e-s), unix.MADV_PAGEOUT); errno == 0 {
+			total += int(e - s)
+		}
+	}
+	return total
+}
+
+// idleTrimEvery is how often the idle trimmer looks: after a full period
+// without a turn (and none running) it trims once, until the next turn.
+const idleTrimEvery = 15 * time.Second
+
+// trimWhenIdle gives memory back after a burst of activity: a board spends
+// most of its life waiting for the next message.
+func (s *System) trimWhenIdle(ctx context.Context) {
+	t := time.NewTicker(idleTrimEvery)
+	defer t.Stop()
+	last, trimmed := s.Agent.Activity(), true // Gateway trims at start
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := s.Agent.Activity()
+		if now != last {
+			last, trimmed = now, false
+			continue
+		}
+		if !trimmed && s.Agent.Stats().Running == 0 {
+			trimWorkingSet()
+			trimmed = true
+		}
+	}
+}
