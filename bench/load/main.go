@@ -29,8 +29,10 @@ func main() {
 	bin := flag.String("bin", "bin/perch", "perch binary")
 	n1 := flag.Int("n1", 2000, "requests at concurrency 1")
 	n16 := flag.Int("n16", 20000, "requests at concurrency 16")
+	settle := flag.Duration("settle", 2*time.Second, "wait after ready before reading the idle RSS")
+	idle := flag.Duration("idle", 35*time.Second, "wait after the load before reading the RSS again (the gateway trims after 15-30 s idle)")
 	flag.Parse()
-	if err := run(*bin, *n1, *n16); err != nil {
+	if err := run(os.Stdout, *bin, *n1, *n16, *settle, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
@@ -52,7 +54,7 @@ func fakeProvider() (string, func()) {
 	return "http://" + ln.Addr().String(), func() { srv.Close() }
 }
 
-func run(bin string, n1, n16 int) error {
+func run(w io.Writer, bin string, n1, n16 int, settle, idleWait time.Duration) error {
 	st, err := os.Stat(bin)
 	if err != nil {
 		return err
@@ -98,7 +100,7 @@ func run(bin string, n1, n16 int) error {
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(settle)
 	idle := procKB(cmd.Process.Pid, "VmRSS")
 
 	lat1, dur1, err := load(client, url, 1, n1)
@@ -111,18 +113,18 @@ func run(bin string, n1, n16 int) error {
 	}
 	peak := procKB(cmd.Process.Pid, "VmHWM")
 	// The gateway gives memory back after 15-30 s without a turn.
-	time.Sleep(35 * time.Second)
+	time.Sleep(idleWait)
 	after := procKB(cmd.Process.Pid, "VmRSS")
 
-	fmt.Printf("binary (stripped)      %.2f MiB  %s\n", float64(st.Size())/(1<<20), bin)
-	fmt.Printf("exec to /ready 200     %.1f ms\n", float64(ready.Microseconds())/1000)
-	fmt.Printf("idle RSS (after start) %.1f MB\n", float64(idle)/1024)
-	fmt.Printf("/chat c=1              %6.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests)\n",
+	fmt.Fprintf(w, "binary (stripped)      %.2f MiB  %s\n", float64(st.Size())/(1<<20), bin)
+	fmt.Fprintf(w, "exec to /ready 200     %.1f ms\n", float64(ready.Microseconds())/1000)
+	fmt.Fprintf(w, "idle RSS (after start) %.1f MB\n", float64(idle)/1024)
+	fmt.Fprintf(w, "/chat c=1              %6.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests)\n",
 		float64(n1)/dur1.Seconds(), ms(pct(lat1, 50)), ms(pct(lat1, 99)), n1)
-	fmt.Printf("/chat c=16             %6.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests)\n",
+	fmt.Fprintf(w, "/chat c=16             %6.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests)\n",
 		float64(n16)/dur16.Seconds(), ms(pct(lat16, 50)), ms(pct(lat16, 99)), n16)
-	fmt.Printf("peak RSS               %.1f MB\n", float64(peak)/1024)
-	fmt.Printf("idle RSS 35 s after    %.1f MB\n", float64(after)/1024)
+	fmt.Fprintf(w, "peak RSS               %.1f MB\n", float64(peak)/1024)
+	fmt.Fprintf(w, "idle RSS %-4s after    %.1f MB\n", idleWait.Round(time.Second), float64(after)/1024)
 	return nil
 }
 
