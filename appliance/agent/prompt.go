@@ -62,6 +62,17 @@ func (b *promptBuilder) build(reg *tools.Registry, in bus.Inbound, key string) s
 		fmt.Fprintf(&sb, ", chat %s", in.ChatID)
 	}
 	sb.WriteString(")\n")
+	if t := in.Metadata["media_type"]; t != "" {
+		// POST /chat's media_config: the client wants generated media.
+		fmt.Fprintf(&sb, "The user asks for generated media: type %s", t)
+		if v := in.Metadata["media_size"]; v != "" {
+			fmt.Fprintf(&sb, ", size %s", v)
+		}
+		if v := in.Metadata["media_aspect_ratio"]; v != "" {
+			fmt.Fprintf(&sb, ", aspect ratio %s", v)
+		}
+		sb.WriteString("; for images use generate_image with these settings.\n")
+	}
 	return sb.String()
 }
 

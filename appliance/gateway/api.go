@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"runtime"
@@ -57,6 +58,10 @@ type MediaConfig struct {
 	AspectRatio string `json:"aspect_ratio"`
 }
 
+// MaxSessionKey bounds session keys, channel names and chat ids: they are
+// database keys.
+const MaxSessionKey = 512
+
 // ChatResponse is the body of a successful POST /chat.
 type ChatResponse struct {
 	Response   string            `json:"response"`
@@ -71,6 +76,10 @@ func (s *Server) chat(d Deps) http.HandlerFunc {
 		}
 		if strings.TrimSpace(req.Message) == "" {
 			WriteError(w, http.StatusBadRequest, `"message" is empty; send {"message": "..."}`)
+			return
+		}
+		if len(req.SessionKey) > MaxSessionKey || len(req.Channel) > MaxSessionKey || len(req.ChatID) > MaxSessionKey {
+			WriteError(w, http.StatusBadRequest, fmt.Sprintf(`"session_key", "channel" and "chat_id" are limited to %d bytes`, MaxSessionKey))
 			return
 		}
 		if !s.ready.Load() {

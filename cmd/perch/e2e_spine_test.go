@@ -507,3 +507,23 @@ func TestSIGTERMCancelsTurnInFlight(t *testing.T) {
 		t.Errorf("client got %d, want 503", status)
 	}
 }
+
+// TestChatMediaConfigReachesTheModel: media_config becomes part of the
+// model's instructions; an oversized session key is a clear 400.
+func TestChatMediaConfigReachesTheModel(t *testing.T) {
+	h := NewHome(t, nil)
+	g := h.Start()
+	status, _ := g.Do("POST", "/chat", map[string]any{"message": "draw a heron", "session_key": "media:1",
+		"media_config": map[string]any{"type": "image", "size": "1024x1024", "aspect_ratio": "16:9"}})
+	if status != 200 {
+		t.Fatalf("HTTP %d", status)
+	}
+	sys := h.Fake.Requests()[0].Body.Messages[0].Content
+	if !strings.Contains(sys, "type image, size 1024x1024, aspect ratio 16:9") || !strings.Contains(sys, "generate_image") {
+		t.Fatalf("system prompt lacks the media request:\n%s", sys)
+	}
+	status, body := g.Do("POST", "/chat", map[string]any{"message": "x", "session_key": strings.Repeat("k", 600)})
+	if status != 400 || !strings.Contains(body["error"].(string), "session_key") {
+		t.Fatalf("long key: HTTP %d %v", status, body)
+	}
+}
