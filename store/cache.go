@@ -14,6 +14,14 @@ type historyCache struct {
 	max   int
 	ll    *list.List
 	items map[string]*list.Element
+	// loads are the sessions being read from disk right now; a write to
+	// one of them meanwhile makes that read stale, so it is not cached.
+	loads map[string]*load
+}
+
+type load struct {
+	readers int
+	stale   bool
 }
 
 type cacheEntry struct {
@@ -22,7 +30,7 @@ type cacheEntry struct {
 }
 
 func newHistoryCache(max int) *historyCache {
-	return &historyCache{max: max, ll: list.New(), items: map[string]*list.Element{}}
+	return &historyCache{max: max, ll: list.New(), items: map[string]*list.Element{}, loads: map[string]*load{}}
 }
 
 func (c *historyCache) get(key string) ([]Message, bool) {
@@ -40,12 +48,44 @@ func (c *historyCache) get(key string) ([]Message, bool) {
 	return msgs[:len(msgs):len(msgs)], true
 }
 
-func (c *historyCache) put(key string, msgs []Message) {
+// beginLoad marks key as being read from disk.
+func (c *historyCache) beginLoad(key string) {
 	if c.max <= 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	l := c.loads[key]
+	if l == nil {
+		l = &load{}
+		c.loads[key] = l
+	}
+	l.readers++
+}
+
+// finishLoad caches what was read (when ok) unless a write to key happened
+// meanwhile.
+func (c *historyCache) finishLoad(key string, msgs []Message, ok bool) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.loads[key]
+	if l == nil {
+		return
+	}
+	l.readers--
+	if l.readers == 0 {
+		delete(c.loads, key)
+	}
+	if l.stale || !ok {
+		return
+	}
+	c.putLocked(key, msgs)
+}
+
+func (c *historyCache) putLocked(key string, msgs []Message) {
 	if e, ok := c.items[key]; ok {
 		e.Value.(*cacheEntry).msgs = msgs
 		c.ll.MoveToFront(e)
@@ -70,6 +110,9 @@ func (c *historyCache) appended(key string, msgs []Message, trimmed int) {
 	defer c.mu.Unlock()
 	e, ok := c.items[key]
 	if !ok {
+		if l := c.loads[key]; l != nil {
+			l.stale = true
+		}
 		return
 	}
 	ent := e.Value.(*cacheEntry)
@@ -87,6 +130,9 @@ func (c *historyCache) appended(key string, msgs []Message, trimmed int) {
 func (c *historyCache) drop(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if l := c.loads[key]; l != nil {
+		l.stale = true
+	}
 	if e, ok := c.items[key]; ok {
 		c.ll.Remove(e)
 		delete(c.items, key)

@@ -246,6 +246,7 @@ func (db *DB) History(key string) ([]Message, error) {
 	if msgs, ok := db.cache.get(key); ok {
 		return msgs, nil
 	}
+	db.cache.beginLoad(key)
 	var out []Message
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		sess := tx.Bucket([]byte(BucketSessions)).Bucket([]byte(key))
@@ -266,10 +267,10 @@ func (db *DB) History(key string) ([]Message, error) {
 			return nil
 		})
 	})
+	db.cache.finishLoad(key, out, err == nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: history of %q: %w", key, err)
 	}
-	db.cache.put(key, out)
 	return out, nil
 }
 

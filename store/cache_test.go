@@ -1,0 +1,32 @@
+package store
+
+import "testing"
+
+// TestLoadRacingAWriteIsNotCached: a disk read that a write to the same
+// session overtook is not cached, so the cache never holds an old history.
+func TestLoadRacingAWriteIsNotCached(t *testing.T) {
+	c := newHistoryCache(4)
+	old := []Message{{Role: "user", Content: "1"}}
+	c.beginLoad("a")
+	c.appended("a", []Message{{Role: "user", Content: "2"}}, 0) // commits while the read runs
+	c.finishLoad("a", old, true)
+	if _, ok := c.get("a"); ok {
+		t.Fatal("a read overtaken by a write was cached")
+	}
+	c.beginLoad("a")
+	c.finishLoad("a", old, true)
+	if got, ok := c.get("a"); !ok || len(got) != 1 {
+		t.Fatal("an undisturbed read was not cached")
+	}
+	c.beginLoad("b")
+	c.drop("b")
+	c.finishLoad("b", old, true)
+	if _, ok := c.get("b"); ok {
+		t.Fatal("a read overtaken by a reset was cached")
+	}
+	c.beginLoad("c")
+	c.finishLoad("c", old, false)
+	if _, ok := c.get("c"); ok || len(c.loads) != 0 {
+		t.Fatal("a failed read was cached or left a load behind")
+	}
+}
