@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -525,5 +526,29 @@ func TestChatMediaConfigReachesTheModel(t *testing.T) {
 	status, body := g.Do("POST", "/chat", map[string]any{"message": "x", "session_key": strings.Repeat("k", 600)})
 	if status != 400 || !strings.Contains(body["error"].(string), "session_key") {
 		t.Fatalf("long key: HTTP %d %v", status, body)
+	}
+}
+
+// TestAgentInteractive: the REPL answers each line and leaves on "exit".
+func TestAgentInteractive(t *testing.T) {
+	h := NewHome(t, nil)
+	cmd := exec.Command(perchBin, "agent", "-s", "cli:repl")
+	cmd.Env = h.Env()
+	cmd.Stdin = strings.NewReader("hello there\n\n/new\nsecond\nexit\nnot sent\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s := string(out)
+	for _, want := range []string{"session cli:repl", "perch> echo: hello there", "perch> Started a new conversation", "perch> echo: second"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "not sent") {
+		t.Error("a line after exit was sent")
+	}
+	if got := providertest.LastUser(h.Fake.Requests()[1].Body); got != "second" || len(h.Fake.Requests()[1].Body.Messages) != 2 {
+		t.Errorf("after /new the model saw %+v", h.Fake.Requests()[1].Body.Messages)
 	}
 }
