@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/config"
@@ -22,7 +23,7 @@ type SkillsOptions struct {
 	Stdout     io.Writer
 }
 
-var skillName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+var skillName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
 
 // Skills manages the workspace's skills folder.
 func Skills(o SkillsOptions) error {
@@ -44,7 +45,7 @@ func Skills(o SkillsOptions) error {
 		}
 		return nil
 	case "show":
-		if !skillName.MatchString(o.Arg) {
+		if !skillName().MatchString(o.Arg) {
 			return fmt.Errorf("skills: %q is not a skill name (see 'perch skills list')", o.Arg)
 		}
 		data, err := os.ReadFile(filepath.Join(dir, o.Arg, "SKILL.md"))
@@ -65,7 +66,7 @@ func Skills(o SkillsOptions) error {
 			abs, _ := filepath.Abs(src)
 			name = filepath.Base(abs)
 		}
-		if !skillName.MatchString(name) {
+		if !skillName().MatchString(name) {
 			return fmt.Errorf("skills: %q is not a valid skill name (lower-case letters, digits, . _ -); pass --name", name)
 		}
 		dst := filepath.Join(dir, name)
@@ -85,7 +86,7 @@ func Skills(o SkillsOptions) error {
 		fmt.Fprintf(o.Stdout, "Installed skill %s in %s\n", name, dst)
 		return nil
 	case "remove":
-		if !skillName.MatchString(o.Arg) {
+		if !skillName().MatchString(o.Arg) {
 			return fmt.Errorf("skills: %q is not a skill name (see 'perch skills list')", o.Arg)
 		}
 		p := filepath.Join(dir, o.Arg)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // The deny list (spec §8) is a guard rail, not the security boundary: it
@@ -175,7 +176,9 @@ func checkForkBomb(toks []tok) *BlockedError {
 	return nil
 }
 
-var assignRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*\+?=`)
+// Compiled on first use: every command start-up (the launcher is this
+// binary) would otherwise pay for it.
+var assignRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*\+?=`) })
 
 // reservedPrefixes come before a command without being one.
 var reservedPrefixes = map[string]bool{
@@ -254,14 +257,22 @@ var writeCmds = map[string]bool{
 	"ln": true, "rsync": true, "pv": true,
 }
 
-var diskRe = regexp.MustCompile(`(^|/)dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme[0-9]|mmcblk[0-9]|mtdblock[0-9]|mtd[0-9]|loop[0-9]|md[0-9]|dm-[0-9]|nbd[0-9]|sr[0-9]|ram[0-9]|zram[0-9]|ubi|disk/|mapper/|block/|root$|mem$|kmem$|port$)`)
+// Compiled on first use: every command start-up (the launcher is this
+// binary) would otherwise pay for it.
+var diskRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(^|/)dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme[0-9]|mmcblk[0-9]|mtdblock[0-9]|mtd[0-9]|loop[0-9]|md[0-9]|dm-[0-9]|nbd[0-9]|sr[0-9]|ram[0-9]|zram[0-9]|ubi|disk/|mapper/|block/|root$|mem$|kmem$|port$)`)
+})
 
-var interpBombRe = regexp.MustCompile(`(?i)(while|loop|until|for)[^;]{0,40}\bfork\b|\bfork\b.{0,12}\b(while|until)\b`)
+// Compiled on first use: every command start-up (the launcher is this
+// binary) would otherwise pay for it.
+var interpBombRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(while|loop|until|for)[^;]{0,40}\bfork\b|\bfork\b.{0,12}\b(while|until)\b`)
+})
 
 // writeTarget checks a path a command writes to.
 func writeTarget(p string, cmd string) *BlockedError {
 	p = path.Clean(p)
-	if diskRe.MatchString(p) {
+	if diskRe().MatchString(p) {
 		return blocked(RuleDiskWrite, cmd)
 	}
 	if strings.HasSuffix(p, "proc/sysrq-trigger") {
@@ -280,7 +291,7 @@ func checkSimple(c simpleCmd, vars map[string]string, depth int) *BlockedError {
 	}
 	for rounds := 0; len(words) > 0 && rounds < 32; rounds++ {
 		w := words[0]
-		if assignRe.MatchString(w) {
+		if assignRe().MatchString(w) {
 			name, val, _ := strings.Cut(w, "=")
 			vars[strings.TrimSuffix(name, "+")] = val
 			words = words[1:]
@@ -556,7 +567,7 @@ func checkRules(name string, args []string, show string) *BlockedError {
 		}
 	case name == "perl" || name == "ruby" || name == "node" || name == "php" || strings.HasPrefix(name, "python"):
 		for _, a := range args {
-			if interpBombRe.MatchString(a) {
+			if interpBombRe().MatchString(a) {
 				return blocked(RuleForkBomb, show)
 			}
 		}
