@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,16 +12,12 @@ import (
 	"github.com/perchhq/perch/appliance/tools"
 )
 
-// errNoCommandRunner is returned for command jobs while no sandboxed runner
-// is wired.
-var errNoCommandRunner = errors.New("command jobs need the exec sandbox, which this build lacks")
-
 // runJob carries out a cron firing: deliver the message as is, run the
 // command, or hand the message to the agent as a user message.
 func (s *System) runJob(ctx context.Context, j schedule.Job) (string, error) {
 	text := j.Message
 	if j.Command != "" {
-		out, err := s.runCommand(ctx, j.Command)
+		out, err := s.runSandboxed(ctx, j.Command)
 		if err != nil {
 			return "", err
 		}
@@ -69,14 +64,6 @@ func (s *System) runSandboxed(ctx context.Context, line string) (string, error) 
 		return "", fmt.Errorf("command exited with status %d: %s", res.ExitCode, firstLine(out))
 	}
 	return out, nil
-}
-
-// runCommand runs a job's shell command through commandRunner.
-func (s *System) runCommand(ctx context.Context, line string) (string, error) {
-	if s.commandRunner == nil {
-		return "", errNoCommandRunner
-	}
-	return s.commandRunner(ctx, line)
 }
 
 func (s *System) deliver(j schedule.Job, text string) (string, error) {

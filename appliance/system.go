@@ -28,13 +28,15 @@ import (
 // System holds every service of a running Perch; fields are nil for the
 // parts a command does not need.
 type System struct {
-	Cfg       *config.Config
-	Log       *slog.Logger
-	Store     *store.DB
-	Bus       *bus.Bus
-	Tools     *tools.Registry
-	Provider  *provider.Client // nil when degraded
-	NoProv    error            // why Provider is nil
+	Cfg   *config.Config
+	Log   *slog.Logger
+	Store *store.DB
+	Bus   *bus.Bus
+	Tools *tools.Registry
+	// NoProv says why no provider was configured at start (nil when one
+	// was). The provider in use is the agent's: the first-run setup can
+	// replace it, so it is not kept here.
+	NoProv    error
 	Agent     *agent.Loop
 	Cron      *schedule.Service
 	Channels  *channel.Manager
@@ -49,8 +51,6 @@ type System struct {
 	pidWritten bool
 	stopTrim   context.CancelFunc
 	trimDone   chan struct{}
-	// commandRunner runs cron command jobs (the sandboxed exec runner).
-	commandRunner func(ctx context.Context, line string) (string, error)
 }
 
 // NewCore opens the store and builds the provider, tools, agent loop and
@@ -79,7 +79,6 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 	prov, err := provider.New(ctx, cfg, log)
 	switch {
 	case err == nil:
-		s.Provider = prov
 	case errors.Is(err, provider.ErrNoProvider):
 		s.NoProv = err
 	default:
@@ -96,8 +95,8 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		TurnTimeout:        time.Duration(d.TurnTimeoutSeconds) * time.Second,
 		HistoryLimit:       d.HistoryLimit,
 	}
-	if s.Provider != nil {
-		opts.Provider = s.Provider
+	if prov != nil {
+		opts.Provider = prov
 	}
 	s.Agent = agent.New(opts)
 	loc := time.Local
@@ -118,7 +117,6 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		db.Close()
 		return nil, err
 	}
-	s.commandRunner = s.runSandboxed
 	// Validation only: no bus is opened until a sensor is read.
 	s.Sensors, err = sensor.NewSet(cfg.Sensors, sensor.Options{})
 	if err != nil {

@@ -75,8 +75,6 @@ type Loop struct {
 	lastRoute [2]string
 	subagents *Subagents
 	started   time.Time
-	stopOnce  sync.Once
-	stopCh    chan struct{}
 	// base is cancelled by Stop: every turn's context derives from it, so
 	// shutting down cancels turns in flight (spec §1).
 	base       context.Context
@@ -129,7 +127,6 @@ func New(opts Options) *Loop {
 		locks:    map[string]*sessionLock{},
 		commands: map[string]Command{},
 		started:  time.Now(),
-		stopCh:   make(chan struct{}),
 	}
 	l.base, l.cancelBase = context.WithCancel(context.Background())
 	l.SetProvider(opts.Provider, opts.NoProvider)
@@ -170,7 +167,7 @@ func (l *Loop) Start(ctx context.Context) error {
 		defer l.consumerWG.Done()
 		for {
 			select {
-			case <-l.stopCh:
+			case <-l.base.Done():
 				return
 			case in, ok := <-l.opts.Bus.Inbound():
 				if !ok {
@@ -210,10 +207,7 @@ func (l *Loop) answer(in bus.Inbound) {
 
 // Stop cancels running turns and subagents and waits for them.
 func (l *Loop) Stop(ctx context.Context) error {
-	l.stopOnce.Do(func() {
-		close(l.stopCh)
-		l.cancelBase()
-	})
+	l.cancelBase() // idempotent
 	done := make(chan struct{})
 	go func() {
 		l.consumerWG.Wait()
@@ -285,7 +279,7 @@ func (l *Loop) noteRoute(in bus.Inbound) {
 // concurrent use; turns of one session are serialised.
 func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 	select {
-	case <-l.stopCh:
+	case <-l.base.Done():
 		return nil, ErrStopped
 	default:
 	}

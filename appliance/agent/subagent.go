@@ -202,7 +202,7 @@ func (l *Loop) Ask(ctx context.Context, name, prompt string) (string, error) {
 	case l.sem <- struct{}{}:
 	case <-ctx.Done():
 		return "", ctx.Err()
-	case <-l.stopCh:
+	case <-l.base.Done():
 		return "", ErrStopped
 	}
 	defer func() { <-l.sem }()
