@@ -65,19 +65,22 @@ cross:
 	@ls -l dist/perch_linux_*
 
 # The libudev builds (-tags udev, cgo) with Debian's cross compilers, for
-# boards running Debian bookworm or later (glibc >= 2.36); .ci/deps-cgo
-# installs the compilers and multiarch libudev-dev (as root). armv6 has none:
+# boards running Debian bookworm or later (glibc >= 2.36). .ci/deps-cgo
+# installs the compilers and unpacks libudev for each architecture into
+# build/sysroot/<arch> (no multiarch packages on the host). armv6 has none:
 # Debian's armhf toolchain emits ARMv7 code, so the Pi Zero/1 run the static
 # armv6 build with the pure-Go netlink listener. .ci/udev-test then runs
 # drivers/usb's tests with -tags udev on each architecture (arm under qemu).
+SYSROOT  := $(CURDIR)/build/sysroot
 CGOBUILD := CGO_ENABLED=1 $(GO) build -trimpath -tags udev -ldflags '$(LDFLAGS)'
+cgoflags  = CGO_CFLAGS="-I$(SYSROOT)/$(1)/usr/include" CGO_LDFLAGS="-L$(SYSROOT)/$(1)/usr/lib/$(2)"
 cross-cgo:
 	@.ci/deps-cgo
 	@mkdir -p dist
-	GOOS=linux GOARCH=amd64 CC=gcc $(CGOBUILD) -o dist/perch_linux_amd64_udev ./cmd/perch
-	GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc $(CGOBUILD) -o dist/perch_linux_arm64_udev ./cmd/perch
-	GOOS=linux GOARCH=arm GOARM=7 CC=arm-linux-gnueabihf-gcc $(CGOBUILD) -o dist/perch_linux_armv7_udev ./cmd/perch
-	.ci/udev-test
+	GOOS=linux GOARCH=amd64 CC=gcc $(call cgoflags,amd64,x86_64-linux-gnu) $(CGOBUILD) -o dist/perch_linux_amd64_udev ./cmd/perch
+	GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc $(call cgoflags,arm64,aarch64-linux-gnu) $(CGOBUILD) -o dist/perch_linux_arm64_udev ./cmd/perch
+	GOOS=linux GOARCH=arm GOARM=7 CC=arm-linux-gnueabihf-gcc $(call cgoflags,armhf,arm-linux-gnueabihf) $(CGOBUILD) -o dist/perch_linux_armv7_udev ./cmd/perch
+	SYSROOT=$(SYSROOT) .ci/udev-test
 	@ls -l dist/perch_linux_*_udev
 
 # The drivers' tests as arm64 and armv6 (Pi Zero CPU) binaries under qemu-user.

@@ -25,8 +25,8 @@ var (
 	fixtureDir  string
 )
 
-// fixture builds the journal once per test binary (systemd-journal-remote
-// writes an 8 MiB file) and points journalctl's clock at UTC.
+// fixture unpacks the journal once per test binary (an 8 MiB file) and
+// points journalctl's clock at UTC.
 func fixture(t *testing.T) string {
 	t.Helper()
 	systemdtest.Need(t, "journalctl", "systemd")
@@ -39,7 +39,7 @@ func fixture(t *testing.T) string {
 		fixtureDir = dir
 	})
 	if _, err := os.Stat(filepath.Join(fixtureDir, "fixture.journal")); err != nil {
-		built := systemdtest.BuildJournalFile(t, "testdata/journal.export")
+		built := systemdtest.Journal(t, "testdata/journal.export")
 		if err := copyFile(filepath.Join(built, "fixture.journal"), filepath.Join(fixtureDir, "fixture.journal")); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestLogsWithoutJournalAccess(t *testing.T) {
 		runAsNobody(t)
 		return
 	}
-	dir := systemdtest.BuildJournalFile(t, "testdata/journal.export")
+	dir := systemdtest.Journal(t, "testdata/journal.export")
 	// Unreadable for its owner too: like system.journal (0640
 	// root:systemd-journal) for the perch user outside that group.
 	if err := os.Chmod(filepath.Join(dir, "fixture.journal"), 0); err != nil {
@@ -254,11 +254,11 @@ func runAsNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The package directory may be closed to nobody too: the child runs in
-	// dir, with its own copy of the export text.
+	// dir, with its own copy of the fixture journal.
 	if err := os.Mkdir(filepath.Join(dir, "testdata"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := copyFile("testdata/journal.export", filepath.Join(dir, "testdata", "journal.export")); err != nil {
+	if err := copyFile("testdata/journal.journal.gz", filepath.Join(dir, "testdata", "journal.journal.gz")); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
