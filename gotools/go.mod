@@ -1,4 +1,4 @@
-module github.com/perchhq/perch/tools
+module github.com/perchhq/perch/gotools
 
 go 1.26.0
 
