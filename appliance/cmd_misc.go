@@ -132,7 +132,11 @@ func Models(ctx context.Context, o ModelsOptions) error {
 			return err
 		}
 	}
-	cl, err := provider.NewNamed(ctx, cfg, choice, nil)
+	po, err := provider.OptionsFor(cfg, choice, nil)
+	if err != nil {
+		return err
+	}
+	cl, err := provider.New(ctx, po)
 	if err != nil {
 		return err
 	}

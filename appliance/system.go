@@ -76,7 +76,7 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		return nil, err
 	}
 	s.Store = db
-	prov, err := provider.New(ctx, cfg, log)
+	prov, err := provider.FromConfig(ctx, cfg, log)
 	switch {
 	case err == nil:
 	case errors.Is(err, provider.ErrNoProvider):

@@ -39,7 +39,7 @@ func newFixture(t *testing.T, mutate func(*agent.Options)) *fixture {
 	cfg.Providers.OpenRouter.APIBase = fake.Base()
 	cfg.Providers.OpenRouter.MaxRetries = 0
 	cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
-	cl, err := provider.New(context.Background(), cfg, nil)
+	cl, err := provider.FromConfig(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

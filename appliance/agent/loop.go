@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/tools"
 	"github.com/perchhq/perch/store"
@@ -49,7 +50,7 @@ type Reply struct {
 	UI   []tools.UICommand
 	// Command is set when an offline command answered.
 	Command bool
-	Usage   provider.Usage
+	Usage   chat.Usage
 }
 
 // Loop runs turns.

@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/perchhq/perch/appliance/bus"
-	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/tools"
-	"github.com/perchhq/perch/store"
 )
 
 // Subagent states.
@@ -107,8 +106,8 @@ func (s *Subagents) record(key, text string) {
 		return
 	}
 	defer unlock()
-	msg := store.Message{Role: "assistant", Content: text, Time: time.Now().UnixMilli()}
-	if err := s.l.opts.Store.Append(key, []store.Message{msg}, store.Usage{}, s.l.opts.HistoryLimit); err != nil {
+	msg := chat.Message{Role: "assistant", Content: text, Time: time.Now().UnixMilli()}
+	if err := s.l.opts.Store.Append(key, []chat.Message{msg}, chat.Usage{}, s.l.opts.HistoryLimit); err != nil {
 		s.l.log.Warn("recording background result failed", "session", key, "err", err)
 	}
 }
@@ -181,12 +180,12 @@ func (s *Subagents) wait() { s.wg.Wait() }
 // memSession is a subagent's conversation: in memory only.
 type memSession struct {
 	key  string
-	msgs []store.Message
+	msgs []chat.Message
 }
 
-func (m *memSession) Key() string                       { return m.key }
-func (m *memSession) History() ([]store.Message, error) { return m.msgs, nil }
-func (m *memSession) Append(msgs []store.Message, _ provider.Usage) error {
+func (m *memSession) Key() string                      { return m.key }
+func (m *memSession) History() ([]chat.Message, error) { return m.msgs, nil }
+func (m *memSession) Append(msgs []chat.Message, _ chat.Usage) error {
 	m.msgs = append(m.msgs, msgs...)
 	return nil
 }

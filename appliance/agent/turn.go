@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sashabaranov/go-openai"
-
 	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/tools"
 	"github.com/perchhq/perch/store"
@@ -18,8 +17,8 @@ import (
 // real sessions, memory for subagents.
 type session interface {
 	Key() string
-	History() ([]store.Message, error)
-	Append(msgs []store.Message, u provider.Usage) error
+	History() ([]chat.Message, error)
+	Append(msgs []chat.Message, u chat.Usage) error
 }
 
 type storeSession struct {
@@ -29,15 +28,13 @@ type storeSession struct {
 	in    bus.Inbound
 }
 
-func (s storeSession) Key() string                       { return s.key }
-func (s storeSession) History() ([]store.Message, error) { return s.db.History(s.key) }
-func (s storeSession) Append(msgs []store.Message, u provider.Usage) error {
-	if len(msgs) == 0 && u == (provider.Usage{}) {
+func (s storeSession) Key() string                      { return s.key }
+func (s storeSession) History() ([]chat.Message, error) { return s.db.History(s.key) }
+func (s storeSession) Append(msgs []chat.Message, u chat.Usage) error {
+	if len(msgs) == 0 && u.IsZero() {
 		return nil
 	}
-	return s.db.Append(s.key, msgs, store.Usage{
-		PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens), TotalTokens: int64(u.TotalTokens),
-	}, s.limit, s.in.Channel, s.in.ChatID)
+	return s.db.Append(s.key, msgs, u, s.limit, s.in.Channel, s.in.ChatID)
 }
 
 // turnOpts vary a turn between sessions and subagents.
@@ -55,10 +52,10 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	if err != nil {
 		return nil, err
 	}
-	user := store.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
+	user := chat.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
 	// Durable before the provider is called: an acknowledged message is
 	// never lost, whatever happens to the call.
-	if err := sess.Append([]store.Message{user}, provider.Usage{}); err != nil {
+	if err := sess.Append([]chat.Message{user}, chat.Usage{}); err != nil {
 		return nil, err
 	}
 
@@ -67,9 +64,9 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	defsJSON := reg.ProviderDefinitionsJSON()
 	if len(o.hide) > 0 {
 		defsJSON = nil
-		kept := make([]openai.Tool, 0, len(defs))
+		kept := make([]chat.ToolDef, 0, len(defs))
 		for _, d := range defs {
-			if !o.hide[d.Function.Name] {
+			if !o.hide[d.Name] {
 				kept = append(kept, d)
 			}
 		}
@@ -78,12 +75,12 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	// The history is sent as stored, without a copy; this turn's messages
 	// follow it.
 	req := provider.Request{System: l.prompt.build(reg, in, sess.Key()), History: hist,
-		Messages: []store.Message{user}, Tools: defs, ToolsJSON: defsJSON}
+		Messages: []chat.Message{user}, Tools: defs, ToolsJSON: defsJSON}
 
 	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in)}
 	tctx := tools.WithCall(ctx, call)
 	var (
-		added []store.Message
+		added []chat.Message
 		rep   Reply
 		final string
 		done  bool
@@ -101,7 +98,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			}
 			return nil, err
 		}
-		rep.Usage = addUsage(rep.Usage, resp.Usage)
+		rep.Usage = rep.Usage.Add(resp.Usage)
 		l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "ok",
 			"tool_calls", len(resp.ToolCalls), "prompt_tokens", resp.Usage.PromptTokens,
 			"completion_tokens", resp.Usage.CompletionTokens, "total_tokens", resp.Usage.TotalTokens,
@@ -110,14 +107,14 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			final, done = resp.Content, true
 			break
 		}
-		am := store.Message{Role: "assistant", Content: resp.Content, Time: time.Now().UnixMilli()}
+		am := chat.Message{Role: "assistant", Content: resp.Content, Time: time.Now().UnixMilli()}
 		for i, tc := range resp.ToolCalls {
 			id := tc.ID
 			if id == "" {
 				// Some local models omit ids; the tool message must match.
 				id = fmt.Sprintf("call_%d_%d", round, i)
 			}
-			am.ToolCalls = append(am.ToolCalls, store.ToolCall{ID: id, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			am.ToolCalls = append(am.ToolCalls, chat.ToolCall{ID: id, Name: tc.Name, Arguments: tc.Arguments})
 		}
 		added = append(added, am)
 		req.Messages = append(req.Messages, am)
@@ -131,7 +128,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			if res.Kind == tools.KindUser && res.ForUser != "" {
 				l.notify(in, res.ForUser)
 			}
-			tm := store.Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Name, Content: content, Time: time.Now().UnixMilli()}
+			tm := chat.Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Name, Content: content, Time: time.Now().UnixMilli()}
 			added = append(added, tm)
 			req.Messages = append(req.Messages, tm)
 		}
@@ -140,21 +137,13 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		final = fmt.Sprintf("I stopped after %d rounds of tool calls (agents.defaults.max_tool_iterations) without finishing; say \"continue\" and I will pick up from here.", l.opts.MaxToolIterations)
 	}
 	if strings.TrimSpace(final) != "" {
-		added = append(added, store.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})
+		added = append(added, chat.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})
 	}
 	if err := sess.Append(added, rep.Usage); err != nil {
 		return nil, err
 	}
 	rep.Text = final
 	return &rep, nil
-}
-
-func addUsage(a, b provider.Usage) provider.Usage {
-	return provider.Usage{
-		PromptTokens:     a.PromptTokens + b.PromptTokens,
-		CompletionTokens: a.CompletionTokens + b.CompletionTokens,
-		TotalTokens:      a.TotalTokens + b.TotalTokens,
-	}
 }
 
 // notify sends text to the turn's chat now (tools' user results, async

@@ -52,7 +52,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		cfg.Providers.OpenRouter.APIBase = r.fake.Base()
 		cfg.Providers.OpenRouter.MaxRetries = 0
 		cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
-		p, err := provider.New(context.Background(), cfg, log)
+		p, err := provider.FromConfig(context.Background(), cfg, log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sashabaranov/go-openai"
+	"github.com/perchhq/perch/appliance/chat"
 )
 
 // Tool is one capability offered to the model.
@@ -39,9 +39,9 @@ type Registry struct {
 
 	mu    sync.RWMutex
 	tools map[string]Tool
-	names []string      // sorted, so definitions are stable between turns
-	defs  []openai.Tool // cached provider definitions; nil after a change
-	json  []byte        // defs encoded as a JSON array
+	names []string       // sorted, so definitions are stable between turns
+	defs  []chat.ToolDef // cached provider definitions; nil after a change
+	json  []byte         // defs encoded as a JSON array
 }
 
 // NewRegistry returns an empty registry that logs through log (nil: the
@@ -100,9 +100,9 @@ func (r *Registry) Definitions() []Definition {
 	return out
 }
 
-// ProviderDefinitions returns the definitions in the chat-completions
-// "tools" format. The slice is cached and shared: callers must not modify it.
-func (r *Registry) ProviderDefinitions() []openai.Tool {
+// ProviderDefinitions returns the definitions as offered to the model. The
+// slice is cached and shared: callers must not modify it.
+func (r *Registry) ProviderDefinitions() []chat.ToolDef {
 	r.mu.RLock()
 	defs := r.defs
 	r.mu.RUnlock()
@@ -114,7 +114,7 @@ func (r *Registry) ProviderDefinitions() []openai.Tool {
 	if r.defs != nil {
 		return r.defs
 	}
-	defs = make([]openai.Tool, 0, len(r.names))
+	defs = make([]chat.ToolDef, 0, len(r.names))
 	for _, n := range r.names {
 		t := r.tools[n]
 		// Marshalled once here: the schema is the same every turn.
@@ -123,14 +123,7 @@ func (r *Registry) ProviderDefinitions() []openai.Tool {
 			r.log.Error("tool schema does not marshal; tool not offered", "tool", n, "err", err)
 			continue
 		}
-		defs = append(defs, openai.Tool{
-			Type: openai.ToolTypeFunction,
-			Function: &openai.FunctionDefinition{
-				Name:        n,
-				Description: t.Description(),
-				Parameters:  json.RawMessage(params),
-			},
-		})
+		defs = append(defs, chat.ToolDef{Name: n, Description: t.Description(), Parameters: params})
 	}
 	r.defs = defs
 	if b, err := json.Marshal(defs); err == nil {
