@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perchhq/perch/appliance/schedule"
+	"github.com/perchhq/perch/appliance/api"
 )
 
 // call sends a request with the test gateway's token ("t") and decodes the
@@ -64,7 +64,7 @@ func TestAdminCronAPI(t *testing.T) {
 		t.Fatalf("empty list = %d %s, want 200 []", code, raw)
 	}
 
-	var added schedule.View
+	var added api.Job
 	code := call(t, base, "POST", "/admin/cron",
 		`{"message":"stand up","deliver":true,"channel":"telegram","to":"42","schedule":{"cron_expr":"0 9 * * 1-5","tz":"Europe/Berlin"}}`, &added)
 	if code != 200 || added.ID == "" || !added.Enabled || added.NextRun == nil {
@@ -100,17 +100,17 @@ func TestAdminCronAPI(t *testing.T) {
 		t.Errorf("next_run %v is not RFC 3339", j["next_run"])
 	}
 
-	var v schedule.View
+	var v api.Job
 	if code := call(t, base, "POST", "/admin/cron/"+added.ID+"/disable", "", &v); code != 200 || v.Enabled || v.NextRun != nil {
 		t.Errorf("disable = %d %+v, want 200 disabled without next_run", code, v)
 	}
-	v = schedule.View{}
+	v = api.Job{}
 	if code := call(t, base, "POST", "/admin/cron/"+added.ID+"/enable", "", &v); code != 200 || !v.Enabled || v.NextRun == nil {
 		t.Errorf("enable = %d %+v, want 200 enabled with next_run", code, v)
 	}
 
-	var removed map[string]string
-	if code := call(t, base, "DELETE", "/admin/cron/"+added.ID, "", &removed); code != 200 || removed["removed"] != added.ID {
+	var removed api.Job
+	if code := call(t, base, "DELETE", "/admin/cron/"+added.ID, "", &removed); code != 200 || removed.ID != added.ID || removed.Message != added.Message {
 		t.Errorf("delete = %d %v", code, removed)
 	}
 	call(t, base, "GET", "/admin/cron", "", &raw)
@@ -163,7 +163,7 @@ func TestAdminCronAPIRefusals(t *testing.T) {
 func TestAdminCronEnablePastJob(t *testing.T) {
 	fake := newFake(t)
 	_, base := startSystem(t, fake.Base())
-	var v schedule.View
+	var v api.Job
 	call(t, base, "POST", "/admin/cron", `{"message":"now","schedule":{"at_seconds":0}}`, &v)
 	waitCronRun(t, base)
 	var e errBody

@@ -14,6 +14,7 @@ import (
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
+	"github.com/perchhq/perch/appliance/pidfile"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/sandbox"
 	"github.com/perchhq/perch/appliance/schedule"
@@ -48,6 +49,7 @@ type System struct {
 	Devices   *devices.Service
 	Sandbox   *sandbox.Runner
 
+	pidKey     string
 	pidWritten bool
 	stopTrim   context.CancelFunc
 	trimDone   chan struct{}
@@ -67,7 +69,7 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		return nil, fmt.Errorf("config dir %s: %w", cfg.Dir(), err)
 	}
 	db, err := store.Open(cfg.DBPath(), store.Options{LockHolder: func() string {
-		if p, err := readPID(cfg.PIDPath()); err == nil {
+		if p, err := pidfile.Read(cfg.PIDPath()); err == nil {
 			return fmt.Sprintf("pid %d", p.PID)
 		}
 		return ""
@@ -99,9 +101,10 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		opts.Provider = prov
 	}
 	s.Agent = agent.New(opts)
-	loc := time.Local
-	if d.Timezone != "" {
-		loc, _ = time.LoadLocation(d.Timezone) // validated at load
+	loc, err := cfg.Location()
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
 	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log, CheckCommand: sandbox.CheckCommand})
 	// Every shell command (exec tool, cron command jobs) runs confined; the
@@ -124,7 +127,7 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	s.registerTools()
-	s.registerCommands()
+	s.registerChatCommands()
 	return s, nil
 }
 
@@ -145,7 +148,7 @@ func (s *System) registerTools() {
 	r.Register(tools.NewImage(tools.ImageOptions{Generator: currentImages{s}}))
 	r.Register(tools.NewSubagent(s.Agent.Subagents()))
 	r.Register(tools.NewSpawn(s.Agent.Subagents()))
-	r.Register(tools.NewCron(cronTool{s}))
+	r.Register(tools.NewCron(s.Cron))
 	r.Register(tools.NewExec(s.Sandbox))
 	for _, t := range tools.NewHardware(s.Sensors) {
 		r.Register(t)
@@ -190,8 +193,9 @@ func (s *System) BuildGateway() error {
 	})
 	s.Checks = gateway.NewChecks()
 	s.registerChecks()
+	s.pidKey = pidfile.NewKey()
 	s.HTTP = gateway.New(gateway.Options{
-		Host: cfg.Gateway.Host, Port: cfg.Gateway.Port, Token: cfg.Gateway.APIToken, Log: s.Log,
+		Host: cfg.Gateway.Host, Port: cfg.Gateway.Port, Token: cfg.Gateway.APIToken, Log: s.Log, ProofKey: s.pidKey,
 		WriteTimeout: time.Duration(cfg.Agents.Defaults.TurnTimeoutSeconds)*time.Second + 30*time.Second,
 	})
 	s.HTTP.RegisterCore(gateway.Deps{
@@ -293,7 +297,7 @@ func (s *System) Start(ctx context.Context) error {
 	s.HTTP.SetReady(true)
 	go func() { serveErr <- s.HTTP.Serve() }()
 	// The pid file announces a gateway that is ready to take requests.
-	if err := writePID(s.Cfg.PIDPath(), s.HTTP.Addr()); err != nil {
+	if err := pidfile.Write(s.Cfg.PIDPath(), s.HTTP.Addr(), s.pidKey); err != nil {
 		s.Log.Warn("cannot write the pid file; CLI commands will not find this gateway", "path", s.Cfg.PIDPath(), "err", err)
 	} else {
 		s.pidWritten = true

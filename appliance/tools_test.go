@@ -24,7 +24,7 @@ func TestCronToolOverTheScheduler(t *testing.T) {
 	}
 	id := strings.Fields(strings.TrimPrefix(res.ForLLM, "scheduled job "))[0]
 	id = strings.TrimSuffix(id, ":")
-	jobs, _ := sys.Cron.List()
+	jobs, _ := sys.Cron.List(context.Background())
 	if len(jobs) != 1 || !jobs[0].Deliver || jobs[0].Channel != "telegram" || jobs[0].To != "77" {
 		t.Fatalf("the job does not deliver to the current chat: %+v", jobs)
 	}
@@ -34,7 +34,7 @@ func TestCronToolOverTheScheduler(t *testing.T) {
 	if res := run(`{"action":"disable","job_id":"` + id + `"}`); res.IsError() || res.ForLLM != "job "+id+": disabled" {
 		t.Fatalf("disable: %+v", res)
 	}
-	if jobs, _ := sys.Cron.List(); jobs[0].Enabled {
+	if jobs, _ := sys.Cron.List(context.Background()); jobs[0].Enabled {
 		t.Fatal("still enabled")
 	}
 	for args, want := range map[string]string{
@@ -60,7 +60,7 @@ func TestCronToolOverTheScheduler(t *testing.T) {
 	if res := sys.Tools.Execute(ictx, "cron", `{"action":"add","message":"check the tank","at_seconds":600}`); res.IsError() {
 		t.Fatal(res.ForLLM)
 	}
-	jobs, _ = sys.Cron.List()
+	jobs, _ = sys.Cron.List(context.Background())
 	if len(jobs) != 1 || jobs[0].Deliver {
 		t.Fatalf("internal-session job: %+v", jobs)
 	}
@@ -104,7 +104,7 @@ func TestCronToolRefusesBlockedCommands(t *testing.T) {
 	if !res.IsError() || !strings.Contains(res.ForLLM, "command") {
 		t.Fatalf("blocked command accepted: %+v", res)
 	}
-	if jobs, _ := sys.Cron.List(); len(jobs) != 0 {
+	if jobs, _ := sys.Cron.List(context.Background()); len(jobs) != 0 {
 		t.Fatalf("job stored: %+v", jobs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/provider"
@@ -47,7 +48,7 @@ type Options struct {
 // Reply is a turn's outcome.
 type Reply struct {
 	Text string
-	UI   []tools.UICommand
+	UI   []api.UICommand
 	// Command is set when an offline command answered.
 	Command bool
 	Usage   chat.Usage

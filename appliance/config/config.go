@@ -14,8 +14,10 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/perchhq/perch/drivers/sensor"
 )
@@ -32,8 +34,9 @@ type Config struct {
 	Sensors   []sensor.Spec `json:"sensors"`
 
 	// Where the config came from and where state lives; not part of the file.
-	path string
-	dir  string
+	path     string
+	dir      string
+	warnings []string
 }
 
 // Agents holds agent settings.
@@ -303,4 +306,19 @@ var ConventionalEnv = map[string]string{
 	"gemini":     "GEMINI_API_KEY",
 	"groq":       "GROQ_API_KEY",
 	"deepseek":   "DEEPSEEK_API_KEY",
+}
+
+// Location is the time zone of agents.defaults.timezone, or the system's
+// when it is empty. Load validated the name, so only a zone database that
+// vanished since can fail here.
+func (c *Config) Location() (*time.Location, error) {
+	tz := c.Agents.Defaults.Timezone
+	if tz == "" {
+		return time.Local, nil
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("config: agents.defaults.timezone %q: %w", tz, err)
+	}
+	return loc, nil
 }

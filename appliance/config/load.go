@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,9 @@ type Options struct {
 	Path string
 	// Env looks up environment variables; nil means os.LookupEnv.
 	Env func(string) (string, bool)
+	// Environ lists the environment, to find PERCH_ variables that name no
+	// key; nil means os.Environ when Env is nil, else none.
+	Environ func() []string
 }
 
 // Load reads, overrides and validates the configuration.
@@ -62,6 +66,13 @@ func Load(opts Options) (*Config, error) {
 	}
 	if err := applyEnv(cfg, env); err != nil {
 		return nil, err
+	}
+	environ := opts.Environ
+	if environ == nil && opts.Env == nil {
+		environ = os.Environ
+	}
+	if environ != nil {
+		cfg.warnings = unknownEnv(cfg, environ())
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
@@ -255,6 +266,35 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// Warnings are what Load noticed but did not refuse: PERCH_ variables that
+// name no key (a typo would otherwise be silently ignored).
+func (c *Config) Warnings() []string { return c.warnings }
+
+// processEnv are PERCH_ variables that are not config keys.
+var processEnv = map[string]bool{"PERCH_HOME": true, "PERCH_SHOW_TOKEN": true}
+
+func unknownEnv(cfg *Config, environ []string) []string {
+	var known []string
+	walkLeaves(reflect.ValueOf(cfg).Elem(), "", func(path string, _ reflect.Value) error {
+		known = append(known, EnvName(path))
+		return nil
+	})
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "PERCH_") || processEnv[name] || slices.Contains(known, name) {
+			continue
+		}
+		msg := fmt.Sprintf("environment variable %s names no config key; it is ignored", name)
+		if c := closest(name, known); c != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", c)
+		}
+		out = append(out, msg)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // EnvName is the override variable of a dotted key path.

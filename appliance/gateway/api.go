@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/perchhq/perch/appliance/agent"
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/pidfile"
 	"github.com/perchhq/perch/appliance/provider"
-	"github.com/perchhq/perch/appliance/tools"
 	"github.com/perchhq/perch/appliance/version"
 	"github.com/perchhq/perch/store"
 )
@@ -42,35 +43,13 @@ func (s *Server) RegisterCore(d Deps) {
 	s.Handle(http.MethodGet, "/admin/logs", Protected, commandOutput(d.Logs, "logs"))
 }
 
-// ChatRequest is the body of POST /chat.
-type ChatRequest struct {
-	Message     string       `json:"message"`
-	SessionKey  string       `json:"session_key"`
-	Channel     string       `json:"channel"`
-	ChatID      string       `json:"chat_id"`
-	MediaConfig *MediaConfig `json:"media_config"`
-}
-
-// MediaConfig asks for generated media.
-type MediaConfig struct {
-	Type        string `json:"type"`
-	Size        string `json:"size"`
-	AspectRatio string `json:"aspect_ratio"`
-}
-
 // MaxSessionKey bounds session keys, channel names and chat ids: they are
 // database keys.
 const MaxSessionKey = 512
 
-// ChatResponse is the body of a successful POST /chat.
-type ChatResponse struct {
-	Response   string            `json:"response"`
-	UICommands []tools.UICommand `json:"ui_commands"`
-}
-
 func (s *Server) chat(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req ChatRequest
+		var req api.ChatRequest
 		if !DecodeJSON(w, r, &req) {
 			return
 		}
@@ -112,9 +91,9 @@ func (s *Server) chat(d Deps) http.HandlerFunc {
 		}
 		ui := rep.UI
 		if ui == nil {
-			ui = []tools.UICommand{}
+			ui = []api.UICommand{}
 		}
-		WriteJSON(w, http.StatusOK, ChatResponse{Response: rep.Text, UICommands: ui})
+		WriteJSON(w, http.StatusOK, api.ChatResponse{Response: rep.Text, UICommands: ui})
 	}
 }
 
@@ -141,7 +120,12 @@ func chatError(err error) (int, string) {
 	return http.StatusInternalServerError, err.Error()
 }
 
-func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	// A CLI on this machine asks the listener to prove it is the gateway its
+	// pid file names before it sends the token here.
+	if ch := r.Header.Get(pidfile.ChallengeHeader); ch != "" && s.opts.ProofKey != "" && len(ch) <= 128 {
+		w.Header().Set(pidfile.ProofHeader, pidfile.Proof(s.opts.ProofKey, ch))
+	}
 	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "uptime": FormatUptime(s.Uptime())})
 }
 

@@ -41,6 +41,9 @@ type Options struct {
 	Log   *slog.Logger
 	// WriteTimeout must exceed the longest turn.
 	WriteTimeout time.Duration
+	// ProofKey is the pid file's key: /health proves knowledge of it to
+	// the CLI (see package pidfile).
+	ProofKey string
 }
 
 // Server is the HTTP gateway.

@@ -3,31 +3,13 @@ package tools
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"github.com/perchhq/perch/appliance/api"
 )
 
-// CronSpec is a job as the cron tool asks for it.
-type CronSpec struct {
-	Message      string
-	Command      string
-	Deliver      bool
-	Channel      string
-	To           string
-	AtSeconds    *int64
-	EverySeconds *int64
-	CronExpr     string
-	TZ           string
-}
-
-// CronJobs manages scheduled jobs (the appliance adapts the scheduler).
-type CronJobs interface {
-	Add(ctx context.Context, spec CronSpec) (summary string, err error)
-	List(ctx context.Context) (string, error)
-	Remove(ctx context.Context, id string) error
-	SetEnabled(ctx context.Context, id string, on bool) error
-}
-
-// NewCron returns the cron tool.
-func NewCron(jobs CronJobs) Tool {
+// NewCron returns the cron tool over jobs (the scheduler).
+func NewCron(jobs api.Jobs) Tool {
 	return Func{
 		ToolName: "cron",
 		ToolDescription: "Schedule reminders and recurring tasks. " +
@@ -51,10 +33,10 @@ func NewCron(jobs CronJobs) Tool {
 			switch a.String("action") {
 			case "add":
 				call := CallFrom(ctx)
-				spec := CronSpec{
+				spec := api.JobSpec{
 					Message: a.String("message"), Command: a.String("command"),
 					Deliver: true, Channel: call.Channel, To: call.ChatID,
-					CronExpr: a.String("cron_expr"), TZ: a.String("tz"),
+					Schedule: api.Schedule{CronExpr: a.String("cron_expr"), TZ: a.String("tz")},
 				}
 				if a.Has("deliver") {
 					spec.Deliver = a.Bool("deliver")
@@ -72,23 +54,23 @@ func NewCron(jobs CronJobs) Tool {
 				}
 				if a.Has("at_seconds") {
 					v := a.Int("at_seconds", 0)
-					spec.AtSeconds = &v
+					spec.Schedule.AtSeconds = &v
 				}
 				if a.Has("every_seconds") {
 					v := a.Int("every_seconds", 0)
-					spec.EverySeconds = &v
+					spec.Schedule.EverySeconds = &v
 				}
-				sum, err := jobs.Add(ctx, spec)
+				j, err := jobs.Add(ctx, spec)
 				if err != nil {
 					return Errorf("cron add: %v", err)
 				}
-				return Text(sum)
+				return Text(added(j))
 			case "list":
-				out, err := jobs.List(ctx)
+				list, err := jobs.List(ctx)
 				if err != nil {
 					return Errorf("cron list: %v", err)
 				}
-				return Text(out)
+				return Text(api.FormatJobs(list))
 			case "remove", "enable", "disable":
 				id := a.String("job_id")
 				if id == "" {
@@ -97,11 +79,11 @@ func NewCron(jobs CronJobs) Tool {
 				var err error
 				switch a.String("action") {
 				case "remove":
-					err = jobs.Remove(ctx, id)
+					_, err = jobs.Remove(ctx, id)
 				case "enable":
-					err = jobs.SetEnabled(ctx, id, true)
+					_, err = jobs.SetEnabled(ctx, id, true)
 				default:
-					err = jobs.SetEnabled(ctx, id, false)
+					_, err = jobs.SetEnabled(ctx, id, false)
 				}
 				if err != nil {
 					return Errorf("cron %s: %v", a.String("action"), err)
@@ -111,4 +93,29 @@ func NewCron(jobs CronJobs) Tool {
 			return Errorf("unknown action")
 		},
 	}
+}
+
+// added tells the model what it scheduled and, above all, where the result
+// will go, so it can tell the user truthfully.
+func added(j api.Job) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "scheduled job %s: %s", j.ID, j.Schedule.Describe())
+	where := "nowhere a person reads it (recorded in the job's last result only)"
+	if j.Channel != "" && j.To != "" {
+		where = j.Channel + ":" + j.To
+	}
+	switch {
+	case j.Command != "" && j.Deliver:
+		fmt.Fprintf(&sb, "; when due, the output of `%s` is sent to %s", j.Command, where)
+	case j.Command != "":
+		fmt.Fprintf(&sb, "; when due, `%s` runs and its output is kept as the job's last result (see action list)", j.Command)
+	case j.Deliver:
+		fmt.Fprintf(&sb, "; when due, %q is sent to %s", j.Message, where)
+	default:
+		fmt.Fprintf(&sb, "; when due, you get %q as a message and your answer goes to %s", j.Message, where)
+	}
+	if j.NextRun != nil {
+		sb.WriteString("; next at " + j.NextRun.Local().Format("2006-01-02 15:04:05 MST"))
+	}
+	return sb.String()
 }

@@ -1,8 +1,9 @@
-package appliance
+package cli
 
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/perchhq/perch/appliance/appliancetest"
+	"github.com/perchhq/perch/appliance/provider/providertest"
 )
 
 // freePort returns a loopback port nothing listens on (just released).
@@ -67,11 +71,10 @@ func TestStatusHidesSecrets(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if err := Status(context.Background(), StatusOptions{ConfigPath: cfgPath, Stdout: &out}); err != nil {
-		t.Fatal(err)
+	text, errOut, code := runCLI(t, "status", "--config", cfgPath)
+	if code != 0 {
+		t.Fatalf("status exit %d: %s", code, errOut)
 	}
-	text := out.String()
 	for _, secret := range []string{apiKey, token, tgTok, "telegram-bot-token", "0123456789abcdef"} {
 		if strings.Contains(text, secret) {
 			t.Errorf("status output reveals a secret (%q):\n%s", secret, text)
@@ -109,15 +112,17 @@ func TestStatusHidesSecrets(t *testing.T) {
 // With the gateway running from the same config dir, status finds it
 // through perch.pid and asks /ready.
 func TestStatusFindsRunningGateway(t *testing.T) {
-	fake := newFake(t)
-	sys, _ := startSystem(t, fake.Base()) // sets PERCH_HOME
-	var out bytes.Buffer
-	if err := Status(context.Background(), StatusOptions{Stdout: &out}); err != nil {
-		t.Fatal(err)
+	fake := providertest.New()
+	t.Cleanup(fake.Close)
+	g := appliancetest.Start(t, map[string]any{"providers": map[string]any{"openai": map[string]any{"api_key": "k", "api_base": fake.Base()}},
+		"agents": map[string]any{"defaults": map[string]any{"model": "gpt-4o-mini"}}}, nil) // sets PERCH_HOME
+	out, errOut, code := runCLI(t, "status")
+	if code != 0 {
+		t.Fatalf("status exit %d: %s", code, errOut)
 	}
-	want := fmt.Sprintf("running (pid %d) at http://%s, ready", os.Getpid(), dialAddr(sys.HTTP.Addr()))
-	if !strings.Contains(out.String(), want) {
-		t.Errorf("status lacks %q:\n%s", want, out.String())
+	want := fmt.Sprintf("running (pid %d) at %s, ready", os.Getpid(), g.URL)
+	if !strings.Contains(out, want) {
+		t.Errorf("status lacks %q:\n%s", want, out)
 	}
 }
 
@@ -131,8 +136,23 @@ func skillsEnv(t *testing.T) string {
 }
 
 func skills(action, arg, name string) (string, error) {
-	var out bytes.Buffer
-	err := Skills(SkillsOptions{Action: action, Arg: arg, Name: name, Stdout: &out})
+	var out, errOut bytes.Buffer
+	args := []string{action}
+	if arg != "" {
+		args = append(args, arg)
+	}
+	if name != "" {
+		args = append(args, "--name", name)
+	}
+	c := skillsCommand()
+	fs := flag.NewFlagSet("skills", flag.ContinueOnError)
+	c.Flags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return "", err
+	}
+	e := &Env{Stdout: &out, Stderr: &errOut}
+	err = c.Run(context.Background(), e, pos)
 	return out.String(), err
 }
 
@@ -258,4 +278,14 @@ func TestSkillsRefusals(t *testing.T) {
 	if _, err := skills("install", badName, "weather-tools"); err != nil {
 		t.Errorf("install with --name = %v", err)
 	}
+}
+
+// runCLI runs the command line args in-process and returns stdout, stderr
+// and the exit code.
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	e := &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut}
+	code := Run(context.Background(), e, args)
+	return out.String(), errOut.String(), code
 }

@@ -1,4 +1,4 @@
-package appliance
+package pidfile
 
 import (
 	"errors"
@@ -25,8 +25,8 @@ func TestDialAddr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			if got := dialAddr(tt.in); got != tt.want {
-				t.Errorf("dialAddr(%q) = %q, want %q", tt.in, got, tt.want)
+			if got := DialAddr(tt.in); got != tt.want {
+				t.Errorf("DialAddr(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}
@@ -34,14 +34,18 @@ func TestDialAddr(t *testing.T) {
 
 func TestPIDFileRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "perch.pid")
-	if err := writePID(path, "0.0.0.0:8080"); err != nil {
+	if err := Write(path, "0.0.0.0:8080", "k"); err != nil {
 		t.Fatal(err)
 	}
-	p, err := readPID(path)
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("pid file mode %v, %v: it holds the key, so only its owner may read it", st.Mode(), err)
+	}
+	p, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.PID != os.Getpid() || p.Addr != "0.0.0.0:8080" {
+	if p.PID != os.Getpid() || p.Addr != "0.0.0.0:8080" || p.Key != "k" {
 		t.Errorf("readPID = %+v, want this process and its address", p)
 	}
 }
@@ -79,7 +83,7 @@ func TestReadPIDRefusals(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := readPID(path)
+			_, err := Read(path)
 			if err == nil {
 				t.Fatal("readPID accepted it")
 			}
@@ -97,3 +101,28 @@ func TestReadPIDRefusals(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestProof: only a holder of the key answers a challenge; a listener that
+// replays an old proof or guesses fails.
+func TestProof(t *testing.T) {
+	key := NewKey()
+	if len(key) != 64 || key == NewKey() {
+		t.Fatalf("keys must be random 32-byte hex: %q", key)
+	}
+	ch := NewKey()
+	p := Proof(key, ch)
+	if !Valid(key, ch, p) {
+		t.Fatal("the right proof was refused")
+	}
+	for name, tt := range map[string][3]string{
+		"other key":       {NewKey(), ch, p},
+		"other challenge": {key, NewKey(), p},
+		"empty proof":     {key, ch, ""},
+		"empty key":       {"", ch, Proof("", ch)},
+		"empty challenge": {key, "", Proof(key, "")},
+	} {
+		if Valid(tt[0], tt[1], tt[2]) {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
