@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/url"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -32,7 +34,10 @@ type linkState struct {
 	flaps      int // connections in a row that dropped within flapWindow
 	entities   int
 	answered   uint64
-	published  uint64
+	// redelivered counts requests the broker handed over again while
+	// their turn ran or after it was answered: acknowledged, not rerun.
+	redelivered uint64
+	published   uint64
 }
 
 // flapWindow: a connection that drops sooner than this (a twin board with
@@ -212,6 +217,10 @@ func (l *Link) describe(err error) string {
 	}
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "failed to connect to "+b+": ")
+	if l.tlsCfg != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+		// A plain MQTT listener drops a TLS hello as a malformed packet.
+		return fmt.Sprintf("cannot connect to the broker %s: %s; if that port is not the broker's TLS listener (8883 by default), fix the port or scheme in mqtt.broker", b, msg)
+	}
 	return fmt.Sprintf("cannot connect to the broker %s: %s; retrying", b, msg)
 }
 
@@ -283,6 +292,7 @@ type Status struct {
 	Reconnects      int      `json:"reconnects"`
 	Entities        int      `json:"entities"`
 	Answered        uint64   `json:"requests_answered"`
+	Redelivered     uint64   `json:"requests_redelivered"`
 	Published       uint64   `json:"published"`
 }
 
@@ -295,7 +305,7 @@ func (l *Link) Status() Status {
 		Broker: l.broker.String(), ClientID: l.cfg.ClientID, TopicPrefix: l.cfg.TopicPrefix,
 		DiscoveryPrefix: l.cfg.DiscoveryPrefix, State: st.state, Connected: st.connected,
 		Problem: st.problem, LastError: st.lastErr, Reconnects: st.reconnects, Entities: st.entities,
-		Answered: st.answered, Published: st.published,
+		Answered: st.answered, Redelivered: st.redelivered, Published: st.published,
 	}
 	if !st.since.IsZero() {
 		out.Since = st.since.UTC().Format(time.RFC3339)

@@ -316,6 +316,32 @@ func waitCheck(t *testing.T, l *Link, want bool, timeout time.Duration) string {
 	}
 }
 
+// waitFailure polls until the check fails with a message holding every
+// one of want, and returns it.
+func waitFailure(t *testing.T, l *Link, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		ok, msg := l.Check(context.Background())
+		if !ok && containsAll(msg, want) {
+			return msg
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("check %v %q after %s; want a failure saying %q", ok, msg, wait, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, w := range subs {
+		if !strings.Contains(s, w) {
+			return false
+		}
+	}
+	return true
+}
+
 func decode(t *testing.T, m mqtttest.Message) map[string]any {
 	t.Helper()
 	var out map[string]any

@@ -121,6 +121,9 @@ func (l *Link) accept(pr paho.PublishReceived) {
 	if p.QoS > 0 {
 		key := requestKey(p)
 		if old, ok := l.requests[key]; ok && p.Duplicate() {
+			l.mu.Lock()
+			l.st.redelivered++
+			l.mu.Unlock()
 			if old.done {
 				l.reqMu.Unlock()
 				ack(pr)
