@@ -207,6 +207,9 @@ func New(opts Options) (*Link, error) {
 		}
 	}
 	l.pub = newPublisher(l)
+	if len(l.pub.specs) == 0 && opts.SampleEvery <= 0 {
+		l.sample = l.interval // nothing to watch between publishes
+	}
 	return l, nil
 }
 

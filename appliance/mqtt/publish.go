@@ -23,7 +23,6 @@ type publisher struct {
 
 	values   map[string]float64 // by state topic
 	avail    map[string]bool    // by sensor slug
-	diag     *Diagnostics
 	lastFull time.Time
 	usb      []DeviceEvent // waiting for a connection
 }
@@ -166,19 +165,18 @@ func (l *Link) publishStates(ctx context.Context, full bool) {
 			}
 		}
 	}
-	if l.opts.Diagnostics != nil {
+	// Diagnostics only with the interval: working them out runs every
+	// readiness check, too much to do at each sample.
+	if l.opts.Diagnostics != nil && full {
 		d := l.opts.Diagnostics(ctx)
-		if full || p.diag == nil || p.diag.Ready != d.Ready || p.diag.Sessions != d.Sessions || p.diag.NotReady != d.NotReady {
-			payload := mustJSON(map[string]any{
-				"uptime": int64(d.Uptime / time.Second), "memory_mb": math.Round(d.MemoryMB*10) / 10,
-				"ready": d.Ready, "not_ready": d.NotReady, "sessions": d.Sessions,
-			})
-			if err := l.publish(ctx, l.topics.diagnostics, payload, 0, false, nil); err != nil {
-				return
-			}
-			p.diag = &d
-			n++
+		payload := mustJSON(map[string]any{
+			"uptime": int64(d.Uptime / time.Second), "memory_mb": math.Round(d.MemoryMB*10) / 10,
+			"ready": d.Ready, "not_ready": d.NotReady, "sessions": d.Sessions,
+		})
+		if err := l.publish(ctx, l.topics.diagnostics, payload, 0, false, nil); err != nil {
+			return
 		}
+		n++
 	}
 	if full {
 		p.lastFull = time.Now()
