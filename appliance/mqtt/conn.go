@@ -31,9 +31,13 @@ type linkState struct {
 	lastErr    string
 	refusals   map[string]string // what the broker refused (its ACL), by action
 	reconnects int
-	flaps      int // connections in a row that dropped within flapWindow
-	entities   int
-	answered   uint64
+	flaps      int // connections in a row that dropped within flapWindow (for the backoff)
+	// drops counts the same for Check: two or more short-lived connections
+	// in a row are a broker dropping the board, most often for a twin with
+	// the same client id.
+	drops    int
+	entities int
+	answered uint64
 	// redelivered counts requests the broker handed over again while
 	// their turn ran or after it was answered: acknowledged, not rerun.
 	redelivered uint64
@@ -138,6 +142,11 @@ func (l *Link) onConnectionUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 
 func (l *Link) onConnectionDown() bool {
 	l.mu.Lock()
+	if time.Since(l.st.upAt) < flapWindow {
+		l.st.drops++
+	} else {
+		l.st.drops = 0
+	}
 	l.st.state, l.st.connected, l.st.since = "down", false, time.Now()
 	why := l.st.lastErr
 	l.mu.Unlock()
@@ -175,11 +184,19 @@ func (l *Link) onServerDisconnect(d *paho.Disconnect) {
 	l.mu.Lock()
 	l.st.lastErr = "the broker disconnected the board (" + why + ")"
 	if d.ReasonCode == 0x8E {
-		l.st.problem = fmt.Sprintf("another client connected to %s with client_id %q and took the session over "+
-			"(two boards with the same hostname?); set mqtt.client_id and mqtt.topic_prefix to names of their own",
-			l.broker, l.cfg.ClientID)
+		l.st.drops = max(l.st.drops, 2)
 	}
 	l.mu.Unlock()
+}
+
+// twinProblem is the check's message for a broker that keeps dropping the
+// board soon after each login. Mosquitto closes the older of two
+// connections with one client id without a reason code, so the pattern,
+// not a code, tells of a twin.
+func (l *Link) twinProblem() string {
+	return fmt.Sprintf("the broker %s keeps closing the connection soon after each login (%d times in a row): most likely "+
+		"another client took the session over with the same client_id %q (two boards with the same hostname?); "+
+		"set mqtt.client_id and mqtt.topic_prefix to names of their own", l.broker, l.st.drops, l.cfg.ClientID)
 }
 
 // describe turns a connection error into what to do about it.
@@ -258,7 +275,10 @@ func (l *Link) Check(context.Context) (bool, string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := &l.st
+	flapping := st.drops >= 2 && (!st.connected || time.Since(st.upAt) < flapWindow)
 	switch {
+	case flapping:
+		return false, l.twinProblem()
 	case st.connected && len(st.refusals) > 0:
 		msgs := make([]string, 0, len(st.refusals))
 		for _, m := range st.refusals {
@@ -309,6 +329,9 @@ func (l *Link) Status() Status {
 	}
 	if !st.since.IsZero() {
 		out.Since = st.since.UTC().Format(time.RFC3339)
+	}
+	if st.drops >= 2 && (!st.connected || time.Since(st.upAt) < flapWindow) {
+		out.Problem = l.twinProblem()
 	}
 	for _, m := range st.refusals {
 		out.Refused = append(out.Refused, m)

@@ -193,20 +193,15 @@ func (l *Link) entities(specs []sensor.Spec, slugs map[string]string, pageURL st
 // empty retained config for each topic published before that is no longer
 // current (a sensor removed from the config, a changed client_id or
 // discovery_prefix), which is how Home Assistant removes an entity. The
-// topics published are remembered for the next time.
+// topics are remembered before they are published, so a stop half-way
+// never leaves a retained config that no later run knows to remove.
 func (l *Link) publishDiscovery(ctx context.Context) error {
 	p := &l.pub
 	ents := l.entities(p.specs, p.slugs, p.pageURL)
 	current := make([]string, 0, len(ents))
 	for _, e := range ents {
-		if err := l.publish(ctx, e.topic, mustJSON(e.config), 1, true, nil); err != nil {
-			return err
-		}
 		current = append(current, e.topic)
 	}
-	l.mu.Lock()
-	l.st.entities = len(ents)
-	l.mu.Unlock()
 	remembered := p.announced
 	if l.opts.Memory != nil {
 		var err error
@@ -214,12 +209,24 @@ func (l *Link) publishDiscovery(ctx context.Context) error {
 			l.log.Warn("cannot read the discovery topics published before; entities removed from the config stay in Home Assistant", "err", err)
 		}
 	}
-	var failed error
-	keep := slices.Clone(current)
+	var stale []string
 	for _, topic := range remembered {
-		if slices.Contains(current, topic) {
-			continue
+		if !slices.Contains(current, topic) {
+			stale = append(stale, topic)
 		}
+	}
+	l.remember(append(slices.Clone(current), stale...))
+	for _, e := range ents {
+		if err := l.publish(ctx, e.topic, mustJSON(e.config), 1, true, nil); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	l.st.entities = len(ents)
+	l.mu.Unlock()
+	var failed error
+	keep := current
+	for _, topic := range stale {
 		if err := l.publish(ctx, topic, nil, 1, true, nil); err != nil {
 			failed = err
 			keep = append(keep, topic) // try again next time
@@ -227,14 +234,23 @@ func (l *Link) publishDiscovery(ctx context.Context) error {
 		}
 		l.log.Info("removed a Home Assistant entity no longer configured", "topic", topic)
 	}
-	slices.Sort(keep)
-	p.announced = keep
+	if len(stale) > 0 {
+		l.remember(keep)
+	}
+	return failed
+}
+
+// remember stores the discovery topics that may be retained on the broker.
+func (l *Link) remember(topics []string) {
+	topics = slices.Clone(topics)
+	slices.Sort(topics)
+	topics = slices.Compact(topics)
+	l.pub.announced = topics
 	if l.opts.Memory != nil {
-		if err := l.opts.Memory.SetDiscoveryTopics(keep); err != nil {
+		if err := l.opts.Memory.SetDiscoveryTopics(topics); err != nil {
 			l.log.Warn("cannot remember the discovery topics published", "err", err)
 		}
 	}
-	return failed
 }
 
 // mustJSON encodes v, which is always encodable (maps of strings, numbers

@@ -179,7 +179,8 @@ func TestRemovedSensorLosesItsEntity(t *testing.T) {
 	if err := first.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(mem.topics, " "); !strings.Contains(got, "tank_temperature") {
+	remembered, _ := mem.DiscoveryTopics()
+	if got := strings.Join(remembered, " "); !strings.Contains(got, "tank_temperature") {
 		t.Fatalf("remembered topics %s", got)
 	}
 
@@ -197,7 +198,8 @@ func TestRemovedSensorLosesItsEntity(t *testing.T) {
 	for _, m := range late.Messages("homeassistant/sensor/perch-kitchen/tank_temperature/config") {
 		t.Errorf("tank's config still retained: %q", m.Payload)
 	}
-	for _, topic := range mem.topics {
+	remembered, _ = mem.DiscoveryTopics()
+	for _, topic := range remembered {
 		if strings.Contains(topic, "tank") {
 			t.Errorf("still remembered: %s", topic)
 		}

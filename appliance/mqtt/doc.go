@@ -8,7 +8,10 @@
 // exponential backoff after any drop, then resubscribes and publishes its
 // availability, discovery and state again. It never stops the gateway: a
 // broker that is away or refuses the login is reported by Check (for
-// /ready) and Status (for /admin/status), naming the key to fix.
+// /ready) and Status (for /admin/status), naming the key to fix. A broker
+// that keeps closing the connection soon after each login is most often
+// another board with the same client id (two boards both called
+// raspberrypi): the reconnections back off, and Check says so.
 //
 // Topics, under topic_prefix (default perch/<hostname>):
 //
@@ -28,8 +31,10 @@
 // sensor entity per quantity of each configured sensor (device class and
 // unit: temperature °C, humidity %, pressure hPa, illuminance lx), the
 // diagnostics, and the USB event entity and device triggers. Sensor states
-// go out every publish interval, and between intervals as soon as a value
-// moves by more than its step (0.2 °C, 1 %, 0.5 hPa, 5 % of the light).
+// and diagnostics go out every publish interval; sensors are also read a
+// few times per interval, and a value that moves by more than its step
+// (0.2 °C, 1 %, 0.5 hPa, 5 % of the light) or a sensor that stops or
+// starts answering is published at once.
 // When Home Assistant announces itself ("online" on
 // <discovery_prefix>/status) everything is published again.
 //

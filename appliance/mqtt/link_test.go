@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -238,4 +239,23 @@ func TestRefusedPublishFailsTheCheck(t *testing.T) {
 	})
 	l, _ := testLink(t, b.URL(), nil)
 	waitFailure(t, l, "refused publishing to homeassistant/", "not authorized", "ACL", "user perch")
+}
+
+// TestTwinBoardsNameTheClientID: two boards with one client_id (two Pis
+// both called raspberrypi) take the session from each other; the one kicked
+// out says so and names mqtt.client_id, and backs off instead of fighting
+// at full speed.
+func TestTwinBoardsNameTheClientID(t *testing.T) {
+	b := startBroker(t, false)
+	first, _ := testLink(t, b.URL(), nil)
+	waitCheck(t, first, true, wait)
+	testLink(t, b.URL(), nil)
+	waitFailure(t, first, "keeps closing the connection", "took the session over", "mqtt.client_id", "same hostname")
+	if p := first.Status().Problem; !strings.Contains(p, "mqtt.client_id") {
+		t.Errorf("status problem %q", p)
+	}
+	time.Sleep(2 * time.Second)
+	if n := first.Status().Reconnects; n > 12 {
+		t.Errorf("%d reconnections in 2 s: the twins fight without backing off", n)
+	}
 }
