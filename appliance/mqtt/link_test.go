@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -257,5 +258,52 @@ func TestTwinBoardsNameTheClientID(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if n := first.Status().Reconnects; n > 12 {
 		t.Errorf("%d reconnections in 2 s: the twins fight without backing off", n)
+	}
+}
+
+// TestStopLeavesNoGoroutines: every goroutine the link starts (its loop,
+// Paho's, the requests') ends with Stop, after connections, a broker
+// restart and a request.
+func TestStopLeavesNoGoroutines(t *testing.T) {
+	b := startBroker(t, false)
+	before := runtime.NumGoroutine()
+	for i := range 3 {
+		agent := &fakeAgent{}
+		l, err := New(Options{
+			Config: config.MQTT{Enabled: true, Broker: b.URL(), Username: boardUser, Password: boardPass,
+				DiscoveryPrefix: "homeassistant", PublishIntervalSeconds: 60},
+			Hostname: host, Agent: agent.ask, Sensors: newTestSensors(t, "tank"), Log: slog.New(slog.DiscardHandler),
+			MinBackoff: 50 * time.Millisecond, SampleEvery: 50 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		waitCheck(t, l, true, wait)
+		auto := mqtttest.Connect(t, b.URL(), haUser, haPass)
+		auto.Publish(t, prefix+"/agent/request", fmt.Appendf(nil, "question %d", i), 1, false, nil)
+		auto.Close()
+		if i == 1 {
+			b.Restart(t)
+			waitCheck(t, l, true, wait)
+		}
+		for len(agent.asked()) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		if err := l.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Errorf("%d goroutines after stop, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }

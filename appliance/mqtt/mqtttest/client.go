@@ -81,7 +81,7 @@ func Connect(t testing.TB, brokerURL, user, password string, filters ...string) 
 	if _, err := c.c.Connect(ctx, cp); err != nil {
 		t.Fatalf("mqtttest: connect as %q: %v", user, err)
 	}
-	t.Cleanup(func() { c.c.Disconnect(&paho.Disconnect{ReasonCode: 0}) })
+	t.Cleanup(c.Close)
 	if len(filters) > 0 {
 		subs := make([]paho.SubscribeOptions, len(filters))
 		for i, f := range filters {
@@ -92,6 +92,11 @@ func Connect(t testing.TB, brokerURL, user, password string, filters ...string) 
 		}
 	}
 	return c
+}
+
+// Close disconnects (again: harmless).
+func (c *Client) Close() {
+	c.c.Disconnect(&paho.Disconnect{ReasonCode: 0})
 }
 
 // Publish sends a message and waits for the broker's acknowledgement at
