@@ -294,7 +294,11 @@ func (l *Link) Check(context.Context) (bool, string) {
 	case st.state == "down":
 		return false, fmt.Sprintf("connection to %s lost at %s (%s); reconnecting", l.broker, st.since.Format(time.RFC3339), st.lastErr)
 	}
-	return false, fmt.Sprintf("%s to %s", st.state, l.broker)
+	switch st.state {
+	case "not started", "stopped":
+		return false, fmt.Sprintf("%s (broker %s)", st.state, l.broker)
+	}
+	return false, fmt.Sprintf("connecting to %s", l.broker)
 }
 
 // Status is the link's part of /admin/status (and the web page).
