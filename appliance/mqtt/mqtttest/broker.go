@@ -78,13 +78,25 @@ func Start(t testing.TB, opts Options) *Broker {
 	t.Helper()
 	Need(t)
 	b := &Broker{t: t, dir: t.TempDir(), opts: opts}
-	b.Port = freePort(t)
 	if opts.TLS {
-		b.TLSPort = freePort(t)
 		writeCerts(t, b.dir)
 	}
-	b.writeConfig(t)
-	b.start(t)
+	// A free port can be taken by another test's process between the probe
+	// and mosquitto's bind: then try other ports.
+	for attempt := 1; ; attempt++ {
+		b.Port, b.TLSPort = freePort(t), 0
+		if opts.TLS {
+			b.TLSPort = freePort(t)
+		}
+		b.writeConfig(t)
+		err := b.tryStart()
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(b.Log(), "Address already in use") {
+			t.Fatalf("%v\n%s", err, b.Log())
+		}
+	}
 	t.Cleanup(func() {
 		b.kill()
 		if t.Failed() {
@@ -168,6 +180,14 @@ func (b *Broker) writeConfig(t testing.TB) {
 
 func (b *Broker) start(t testing.TB) {
 	t.Helper()
+	if err := b.tryStart(); err != nil {
+		t.Fatalf("%v\n%s", err, b.Log())
+	}
+}
+
+// tryStart runs mosquitto and waits until its listeners accept
+// connections.
+func (b *Broker) tryStart() error {
 	cmd := exec.Command(Binary, "-c", filepath.Join(b.dir, "mosquitto.conf"))
 	b.mu.Lock()
 	if b.log == nil {
@@ -179,13 +199,22 @@ func (b *Broker) start(t testing.TB) {
 	// it, and it dies with the test (Pdeathsig).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("mqtttest: start mosquitto: %v", err)
+		return fmt.Errorf("mqtttest: start mosquitto: %w", err)
 	}
 	b.mu.Lock()
 	b.cmd = cmd
 	b.mu.Unlock()
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		// Reaped: kill and waitGone see it gone.
+		b.mu.Lock()
+		if b.cmd == cmd {
+			b.cmd = nil
+		}
+		b.mu.Unlock()
+		exited <- err
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, port := range []int{b.Port, b.TLSPort} {
 		if port == 0 {
@@ -199,25 +228,17 @@ func (b *Broker) start(t testing.TB) {
 			}
 			select {
 			case err := <-exited:
-				t.Fatalf("mqtttest: mosquitto exited at start: %v\n%s", err, b.Log())
+				return fmt.Errorf("mqtttest: mosquitto exited at start: %v", err)
 			default:
 			}
 			if time.Now().After(deadline) {
 				b.kill()
-				t.Fatalf("mqtttest: mosquitto does not listen on %d after 10 s\n%s", port, b.Log())
+				return fmt.Errorf("mqtttest: mosquitto does not listen on %d after 10 s", port)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	// Reap it whenever it exits; kill waits for this.
-	go func() {
-		<-exited
-		b.mu.Lock()
-		if b.cmd == cmd {
-			b.cmd = nil
-		}
-		b.mu.Unlock()
-	}()
+	return nil
 }
 
 // kill ends the broker by its PID (SIGKILL) and waits until it is gone.
