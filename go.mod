@@ -6,7 +6,9 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/eclipse/paho.golang v0.23.0
 	github.com/godbus/dbus/v5 v5.2.4
+	github.com/gorilla/websocket v1.5.3
 	github.com/jochenvg/go-udev v0.0.0-20240801134859-b65ed646224b
 	github.com/julienschmidt/httprouter v1.3.0
 	github.com/lmittmann/tint v1.2.1

@@ -14,6 +14,7 @@ import (
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
+	"github.com/perchhq/perch/appliance/mqtt"
 	"github.com/perchhq/perch/appliance/pidfile"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/sandbox"
@@ -48,6 +49,7 @@ type System struct {
 	Sensors   *sensor.Set
 	Devices   *devices.Service
 	Sandbox   *sandbox.Runner
+	MQTT      *mqtt.Link // nil unless mqtt.enabled
 
 	pidKey     string
 	pidWritten bool
@@ -191,6 +193,9 @@ func (s *System) BuildGateway() error {
 		Enabled: cfg.Devices.Enabled, MonitorUSB: cfg.Devices.MonitorUSB,
 		Notify: s.Bus.PublishOutbound, LastActive: s.Agent.LastActive, Store: s.Store, Log: s.Log,
 	})
+	if err := s.addMQTT(); err != nil {
+		return err
+	}
 	s.Checks = gateway.NewChecks()
 	s.registerChecks()
 	s.pidKey = pidfile.NewKey()
@@ -378,5 +383,8 @@ func (s *System) statusExtra(_ context.Context, out map[string]any) {
 		}
 		out["devices"] = devs
 		_, out["devices_monitor"] = s.Devices.Check()
+	}
+	if s.MQTT != nil {
+		out["mqtt"] = s.MQTT.Status()
 	}
 }

@@ -48,6 +48,11 @@ type Inbound struct {
 	// ReplyTo identifies the platform message to quote in the answer.
 	ReplyTo  string
 	Metadata map[string]string
+	// RestrictTools asks for a turn with only the tools that cannot change
+	// the board (no exec, file writes, hardware writes or cron commands):
+	// sources set it for senders they cannot vouch for, such as any client
+	// of an MQTT broker unless mqtt.allow_all_tools is true.
+	RestrictTools bool
 }
 
 // Key returns the message's session key, deriving "<channel>:<chat>" when the

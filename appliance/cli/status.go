@@ -49,6 +49,8 @@ func statusCommand() *Command {
 			}
 			fmt.Fprintf(w, "Channels:\t%s\n", channelsLine(cfg))
 			fmt.Fprintf(w, "Sensors:\t%d configured\n", len(cfg.Sensors))
+			host, _ := os.Hostname()
+			fmt.Fprintf(w, "MQTT:\t%s\n", cfg.MQTT.Summary(host))
 			fmt.Fprintf(w, "Gateway:\t%s\n", gatewayState(ctx, cfg))
 			fmt.Fprintf(w, "Secrets:\t\n")
 			for _, s := range cfg.Secrets() {

@@ -32,6 +32,7 @@ type Config struct {
 	Devices   Devices       `json:"devices"`
 	Tools     Tools         `json:"tools"`
 	Sensors   []sensor.Spec `json:"sensors"`
+	MQTT      MQTT          `json:"mqtt"`
 
 	// Where the config came from and where state lives; not part of the file.
 	path     string
@@ -229,6 +230,7 @@ func Default() *Config {
 			Image: ImageTool{Model: "gpt-image-1"},
 		},
 		Sensors: []sensor.Spec{},
+		MQTT:    MQTT{DiscoveryPrefix: "homeassistant", PublishIntervalSeconds: 60},
 	}
 }
 

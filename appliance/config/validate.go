@@ -127,6 +127,7 @@ func (c *Config) Validate() error {
 	if err := sensor.ValidateSpecs(c.Sensors); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.MQTT.validate()...)
 	return errors.Join(errs...)
 }
 
