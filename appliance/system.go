@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/perchhq/perch/appliance/agent"
@@ -170,7 +171,9 @@ func (s *System) Close() error {
 func (s *System) BuildGateway() error {
 	cfg := s.Cfg
 	s.Channels = channel.NewManager(s.Bus, s.Log)
-	s.addChannels()
+	if err := s.addChannels(); err != nil {
+		return err
+	}
 	if cfg.Heartbeat.Enabled {
 		s.Heartbeat = schedule.NewHeartbeat(schedule.HeartbeatOptions{
 			Interval:  time.Duration(cfg.Heartbeat.Interval) * time.Millisecond,
@@ -220,32 +223,34 @@ func (s *System) BuildGateway() error {
 	return s.HTTP.Listen()
 }
 
-// addChannels registers the enabled channels. A channel enabled with an
-// empty credential is skipped with a warning (spec §5 rule 1).
-func (s *System) addChannels() {
-	ch := s.Cfg.Channels
-	type entry struct {
-		name    string
-		enabled bool
-		creds   bool
-		key     string
-	}
-	for _, e := range []entry{
-		{"telegram", ch.Telegram.Enabled, ch.Telegram.Token.IsSet(), "channels.telegram.token"},
-		{"discord", ch.Discord.Enabled, ch.Discord.Token.IsSet(), "channels.discord.token"},
-		{"slack", ch.Slack.Enabled, ch.Slack.BotToken.IsSet() && ch.Slack.AppToken.IsSet(), "channels.slack.bot_token and app_token"},
-		{"line", ch.LINE.Enabled, ch.LINE.ChannelSecret.IsSet() && ch.LINE.ChannelAccessToken.IsSet(), "channels.line.channel_secret and channel_access_token"},
-	} {
-		if !e.enabled {
+// platforms are the chat platforms this build runs.
+var platforms []channel.Platform
+
+// addChannels registers the enabled channels of the platform table. A
+// channel enabled with an empty credential is skipped with a warning: a
+// half-filled section must not keep the appliance from starting.
+func (s *System) addChannels() error {
+	for _, sec := range s.Cfg.Channels.Sections() {
+		if !sec.Enabled {
 			continue
 		}
-		if !e.creds {
-			s.Log.Warn("channel enabled without credentials; skipped", "channel", e.name, "set", e.key)
+		if !sec.Ready() {
+			s.Log.Warn("channel enabled without credentials; skipped", "channel", sec.Name, "set", strings.Join(sec.Missing(), " and "))
 			continue
 		}
-		s.Channels.Unavailable(e.name, fmt.Sprintf("this build of perch has no %s channel yet; disable channels.%s.enabled or upgrade perch", e.name, e.name))
-		s.Log.Warn("channel not available in this build", "channel", e.name)
+		p, ok := channel.Lookup(platforms, sec.Name)
+		if !ok {
+			s.Channels.Unavailable(sec.Name, fmt.Sprintf("this build of perch has no %s channel; disable channels.%s.enabled or upgrade perch", sec.Name, sec.Name))
+			s.Log.Warn("channel not available in this build", "channel", sec.Name)
+			continue
+		}
+		c, err := p.New(channel.Deps{Section: sec, Bus: s.Bus, Store: s.Store, Log: s.Log.With("channel", sec.Name), Workspace: s.Cfg.WorkspaceDir()})
+		if err != nil {
+			return fmt.Errorf("channel %s: %w; fix the channels.%s section of the config", sec.Name, err, sec.Name)
+		}
+		s.Channels.Register(c)
 	}
+	return nil
 }
 
 func (s *System) registerChecks() {
