@@ -20,7 +20,8 @@ type GatewayOptions struct {
 }
 
 // Gateway runs the gateway until ctx ends (SIGINT/SIGTERM), then stops it
-// cleanly. An error means start-up failed (exit 1).
+// cleanly. An error means start-up failed, or the HTTP server failed while
+// running (exit 1 either way, so systemd restarts it).
 func Gateway(ctx context.Context, o GatewayOptions) error {
 	cfg, err := config.Load(config.Options{Path: o.ConfigPath})
 	if err != nil {
@@ -57,15 +58,20 @@ func Gateway(ctx context.Context, o GatewayOptions) error {
 			fmt.Fprintf(o.Stdout, "No API token: only this machine may use /chat (set gateway.api_token for the LAN).\n\n")
 		}
 	}
-	<-ctx.Done()
-	log.Info("stopping")
+	var failed error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+	case failed = <-sys.Failed():
+		log.Error("stopping: the HTTP server failed", "err", failed)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := sys.Stop(sctx); err != nil {
 		log.Warn("unclean stop", "err", err)
 	}
 	log.Info("stopped")
-	return nil
+	return failed
 }
 
 func isTerminalWriter(w io.Writer) bool {

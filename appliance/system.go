@@ -49,6 +49,7 @@ type System struct {
 	Sandbox   *sandbox.Runner
 
 	pidWritten bool
+	failed     chan error // see Failed
 	stopTrim   context.CancelFunc
 	trimDone   chan struct{}
 }
@@ -289,9 +290,13 @@ func (s *System) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	serveErr := make(chan error, 1)
 	s.HTTP.SetReady(true)
-	go func() { serveErr <- s.HTTP.Serve() }()
+	s.failed = make(chan error, 1)
+	go func() { // ends when Serve does: at Stop, or when the listener fails
+		if err := s.HTTP.Serve(); err != nil {
+			s.failed <- err
+		}
+	}()
 	// The pid file announces a gateway that is ready to take requests.
 	if err := writePID(s.Cfg.PIDPath(), s.HTTP.Addr()); err != nil {
 		s.Log.Warn("cannot write the pid file; CLI commands will not find this gateway", "path", s.Cfg.PIDPath(), "err", err)
@@ -307,13 +312,13 @@ func (s *System) Start(ctx context.Context) error {
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopTrim, s.trimDone = cancel, make(chan struct{})
 	go func() { defer close(s.trimDone); s.trimWhenIdle(tctx) }()
-	go func() {
-		if err := <-serveErr; err != nil {
-			s.Log.Error("HTTP server stopped", "err", err)
-		}
-	}()
 	return nil
 }
+
+// Failed delivers the HTTP server's error when it stops serving by itself
+// (not through Stop); the caller must then Stop the system, which nobody
+// can reach any more.
+func (s *System) Failed() <-chan error { return s.failed }
 
 // Stop shuts down in spec §1's order: stop accepting requests, cancel the
 // agent's turns, stop the HTTP server, then heartbeat, cron, agent,

@@ -99,8 +99,8 @@ func (s *Server) IsReady() bool { return s.ready.Load() }
 // Uptime is the time since New.
 func (s *Server) Uptime() time.Duration { return time.Since(s.started) }
 
-// Listen binds the address; a busy port is reported here, before anything
-// else starts serving.
+// Listen binds the address and builds the HTTP server; a busy port is
+// reported here, before anything else starts serving.
 func (s *Server) Listen() error {
 	addr := net.JoinHostPort(s.opts.Host, fmt.Sprint(s.opts.Port))
 	ln, err := net.Listen("tcp", addr)
@@ -111,6 +111,17 @@ func (s *Server) Listen() error {
 		return fmt.Errorf("gateway: listen on %s: %w; check gateway.host and gateway.port", addr, err)
 	}
 	s.ln = ln
+	// Built here, not in Serve, so Stop (which may run while Serve is only
+	// starting) reads a field written before either began.
+	s.srv = &http.Server{
+		Handler:           s.router,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
 	return nil
 }
 
@@ -122,35 +133,35 @@ func (s *Server) Addr() string {
 	return s.ln.Addr().String()
 }
 
-// Serve answers requests until Stop; call Listen first.
+// Serve answers requests until Stop; call Listen first. It returns nil
+// after Stop, and the error when the listener fails for good: the caller
+// must then stop the gateway, which can no longer be reached.
 func (s *Server) Serve() error {
-	s.srv = &http.Server{
-		Handler:           s.router,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      s.opts.WriteTimeout,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	if s.srv == nil {
+		return errors.New("gateway: Serve called before Listen")
 	}
 	err := s.srv.Serve(s.ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
-	return err
+	return fmt.Errorf("gateway: HTTP server failed: %w", err)
 }
 
 // Stop stops accepting requests and waits for those in flight until ctx
-// ends.
+// ends. Stop before (or while) Serve starts makes Serve return nil.
 func (s *Server) Stop(ctx context.Context) error {
 	s.ready.Store(false)
 	if s.srv == nil {
-		if s.ln != nil {
-			return s.ln.Close()
-		}
 		return nil
 	}
-	return s.srv.Shutdown(ctx)
+	// Shutdown closes the listeners Serve tracks; ln is closed here too in
+	// case Serve has not started (Shutdown then marks the server closed,
+	// and a later Serve returns ErrServerClosed at once).
+	err := s.srv.Shutdown(ctx)
+	if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // ServeHTTP lets tests drive the router directly.
