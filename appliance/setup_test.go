@@ -53,6 +53,9 @@ func (g setupGateway) do(t *testing.T, method, path, token string, body any) (in
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, g.URL+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -193,6 +193,7 @@ func (s *System) BuildGateway() error {
 	s.registerChecks()
 	s.HTTP = gateway.New(gateway.Options{
 		Host: cfg.Gateway.Host, Port: cfg.Gateway.Port, Token: cfg.Gateway.APIToken, Log: s.Log,
+		AllowedHosts: cfg.Gateway.AllowedHosts,
 		WriteTimeout: time.Duration(cfg.Agents.Defaults.TurnTimeoutSeconds)*time.Second + 30*time.Second,
 	})
 	s.HTTP.RegisterCore(gateway.Deps{

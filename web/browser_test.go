@@ -39,6 +39,13 @@ func gatewayConfig(providerBase string) map[string]any {
 // (a CSP violation is one).
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	return browserWith(t, nil)
+}
+
+// browserWith is browser with more Chromium flags, tolerating the console
+// errors tolerate accepts (a hostile page's refused requests are expected).
+func browserWith(t *testing.T, tolerate func(*log.Entry) bool, flags ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		path, err = exec.LookPath("/usr/bin/chromium")
@@ -49,7 +56,7 @@ func browser(t *testing.T) context.Context {
 		}
 		t.Skip("chromium is not installed (apt-get install chromium); CI runs this test")
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true),
@@ -59,7 +66,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1200, 800),
-	)
+	}, flags...)...)
 	ctx, cancel := chromedp.NewContext(actx)
 	var mu sync.Mutex
 	var problems []string
@@ -70,7 +77,7 @@ func browser(t *testing.T) context.Context {
 		case *runtime.EventExceptionThrown:
 			problems = append(problems, "script error: "+ev.ExceptionDetails.Text+" "+describe(ev.ExceptionDetails.Exception))
 		case *log.EventEntryAdded:
-			if ev.Entry.Level == log.EntryLevelError && !expectedHTTPError(ev.Entry) {
+			if ev.Entry.Level == log.EntryLevelError && !expectedHTTPError(ev.Entry) && (tolerate == nil || !tolerate(ev.Entry)) {
 				problems = append(problems, fmt.Sprintf("console %s: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
 			}
 		}

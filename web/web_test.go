@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -32,8 +33,16 @@ func pageServer(t *testing.T) *gateway.Server {
 	return s
 }
 
+// pageRequest is a request as a browser on this machine sends it (httptest's
+// own Host, example.com, does not name the board).
+func pageRequest(method, path string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, path, body)
+	req.Host = "127.0.0.1:8080"
+	return req
+}
+
 func get(s http.Handler, path string, header ...string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req := pageRequest(http.MethodGet, path, nil)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -73,7 +82,7 @@ func TestPageRoutes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			s.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
+			s.ServeHTTP(rec, pageRequest(tc.method, tc.path, nil))
 			if rec.Code != tc.status {
 				t.Fatalf("%s %s = %d, want %d: %s", tc.method, tc.path, rec.Code, tc.status, rec.Body)
 			}
@@ -364,7 +373,7 @@ func TestGateLimitsWrongCodes(t *testing.T) {
 // /setup does not exist.
 func TestSetupRouteOnlyWithSetup(t *testing.T) {
 	rec := httptest.NewRecorder()
-	pageServer(t).ServeHTTP(rec, httptest.NewRequest("POST", "/setup", strings.NewReader(`{}`)))
+	pageServer(t).ServeHTTP(rec, pageRequest("POST", "/setup", strings.NewReader(`{}`)))
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("POST /setup without a Setup = %d, want 404", rec.Code)
 	}

@@ -38,7 +38,7 @@ type rigOptions struct {
 	deps       func(*Deps)
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	r := &rig{fake: providertest.New(), db: storetest.Open(t), checks: NewChecks(), ws: t.TempDir()}
@@ -72,7 +72,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	return r
 }
 
-func (r *rig) do(t *testing.T, method, path, body string) (*http.Response, map[string]any) {
+func (r *rig) do(t testing.TB, method, path, body string) (*http.Response, map[string]any) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -321,7 +321,8 @@ func TestChatOverCapacityIs503(t *testing.T) {
 	first := make(chan int, 1)
 	go func() { // no t.Fatal off the test goroutine: report the status only
 		req := httptest.NewRequest("POST", "/chat", strings.NewReader(`{"message":"one","session_key":"a"}`))
-		req.RemoteAddr = "127.0.0.1:40001"
+		req.RemoteAddr, req.Host = "127.0.0.1:40001", "127.0.0.1:8080"
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		r.srv.ServeHTTP(rec, req)
 		first <- rec.Code

@@ -38,7 +38,10 @@ type Options struct {
 	Host  string
 	Port  int
 	Token config.Secret
-	Log   *slog.Logger
+	// AllowedHosts are host names (or addresses) besides the board's own
+	// that requests may name in Host: gateway.allowed_hosts.
+	AllowedHosts []string
+	Log          *slog.Logger
 	// WriteTimeout must exceed the longest turn.
 	WriteTimeout time.Duration
 }
@@ -51,6 +54,8 @@ type Server struct {
 	srv     *http.Server
 	ln      net.Listener
 	lanOnly bool // token empty on a non-loopback address: loopback clients only
+	hosts   *hostPolicy
+	csrf    *http.CrossOriginProtection
 	ready   atomic.Bool
 	started time.Time
 }
@@ -63,7 +68,8 @@ func New(opts Options) *Server {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 6 * time.Minute
 	}
-	s := &Server{opts: opts, log: opts.Log, router: httprouter.New(), started: time.Now()}
+	s := &Server{opts: opts, log: opts.Log, router: httprouter.New(), started: time.Now(),
+		hosts: newHostPolicy(opts.Host, opts.AllowedHosts), csrf: http.NewCrossOriginProtection()}
 	s.lanOnly = !opts.Token.IsSet() && !config.IsLoopbackHost(opts.Host)
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; see the API in README.md", r.URL.Path))
@@ -169,6 +175,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 func (s *Server) guard(access Access, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if access != SelfGuarded {
+			if status, msg := s.browserRules(r); status != 0 {
+				WriteError(w, status, msg)
+				return
+			}
+		}
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		}

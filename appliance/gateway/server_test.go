@@ -44,10 +44,15 @@ func newServer(host string, token config.Secret) *Server {
 func do(t testing.TB, h http.Handler, method, path, remote string, body io.Reader, header ...string) (*http.Response, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, body)
+	req.Host = "127.0.0.1:8080" // httptest's example.com does not name this board
 	if remote != "" {
 		req.RemoteAddr = remote
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	rec := httptest.NewRecorder()
