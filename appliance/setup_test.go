@@ -208,7 +208,8 @@ func TestSetupSwapsProviderWithoutRestart(t *testing.T) {
 	if got := fake.Requests()[0].Header.Get("Authorization"); got != "Bearer sk-or-SECRET-key" {
 		t.Errorf("provider got Authorization %q", got)
 	}
-	if st, body := g.do(t, "GET", "/ready", "", nil); st != 200 || !strings.Contains(body, "openai/gpt-4o-mini") {
+	// The model is a detail: it needs the token.
+	if st, body := g.do(t, "GET", "/ready", setupToken, nil); st != 200 || !strings.Contains(body, "openai/gpt-4o-mini") {
 		t.Errorf("/ready after setup = %d %s", st, body)
 	}
 

@@ -247,14 +247,24 @@ func (s *System) registerChecks() {
 			return false, err.Error()
 		}
 		return true, fmt.Sprintf("bbolt %s (%d KiB)", s.Store.Path(), s.Store.Size()>>10)
-	})
+	}, gateway.PublicMessage(func(ok bool) string {
+		if ok {
+			return "the database answers"
+		}
+		return "the database does not answer"
+	}))
 	s.Checks.Register("provider", func(context.Context) (bool, string) {
 		p, err := s.Agent.Provider()
 		if p == nil {
 			return false, err.Error()
 		}
 		return true, fmt.Sprintf("%s, model %s", p.Name(), p.Model())
-	})
+	}, gateway.PublicMessage(func(ok bool) string {
+		if ok {
+			return "a provider is configured"
+		}
+		return "no provider is configured; set one up on the web page or in the config file"
+	}))
 	for name, fn := range s.Channels.Checks() {
 		s.Checks.Register(name, fn)
 	}

@@ -172,10 +172,12 @@ func TestBrowserChatAndCanvas(t *testing.T) {
 	base := g.URL
 	ctx := browser(t)
 	step(t, ctx, "load the page", chromedp.Navigate(base+"/"))
-	waitFor(t, ctx, "the ready state", `document.getElementById('state').textContent.includes('ready · openai/gpt-4o-mini')`)
+	// Without the token /ready tells the page only that the board is ready.
+	waitFor(t, ctx, "the ready state", `document.getElementById('state').textContent === 'ready'`)
 
 	sendAndGiveToken(t, ctx, "show me code")
 	waitFor(t, ctx, "the reply", `document.querySelectorAll('#log .msg.agent').length === 1`)
+	waitFor(t, ctx, "the model, shown with the token", `document.getElementById('state').textContent.includes('ready · openai/gpt-4o-mini')`)
 
 	reply := eval[string](t, ctx, `document.querySelector('#log .msg.agent').textContent`)
 	if !strings.Contains(reply, `Done. <img src=x onerror="document.title='pwned'">`) || !strings.Contains(reply, "fmt.Println(1)") {
@@ -261,10 +263,11 @@ func TestBrowserFirstRunSetup(t *testing.T) {
 		chromedp.WaitNotVisible(chromedp.ID("setup-dialog")),
 	)
 	waitFor(t, ctx, "the connected notice", `document.getElementById('notice-text').textContent.includes('Connected: openrouter, model openai/gpt-4o-mini')`)
-	waitFor(t, ctx, "the ready state", `document.getElementById('state').textContent.includes('ready · openai/gpt-4o-mini')`)
+	waitFor(t, ctx, "the ready state", `document.getElementById('state').textContent === 'ready'`)
 
 	sendAndGiveToken(t, ctx, "hello after setup")
 	waitFor(t, ctx, "the reply", `document.querySelectorAll('#log .msg.agent').length === 1`)
+	waitFor(t, ctx, "the model, shown with the token", `document.getElementById('state').textContent.includes('ready · openai/gpt-4o-mini')`)
 	if reply := eval[string](t, ctx, `document.querySelector('#log .msg.agent').textContent`); reply != "echo: hello after setup" {
 		t.Errorf("reply %q", reply)
 	}

@@ -34,6 +34,7 @@ type rig struct {
 
 type rigOptions struct {
 	noProvider bool
+	server     Options // Host defaults to 127.0.0.1
 	agent      func(*agent.Options)
 	deps       func(*Deps)
 }
@@ -63,7 +64,12 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	}
 	r.loop = agent.New(opts)
 	t.Cleanup(func() { r.loop.Stop(context.Background()) })
-	r.srv = New(Options{Host: "127.0.0.1", Log: log})
+	so := o.server
+	if so.Host == "" {
+		so.Host = "127.0.0.1"
+	}
+	so.Log = log
+	r.srv = New(so)
 	d := Deps{Agent: r.loop, Store: r.db, Checks: r.checks, Workspace: r.ws}
 	if o.deps != nil {
 		o.deps(&d)

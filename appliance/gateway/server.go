@@ -209,6 +209,32 @@ func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// detailsAllowed applies the Protected rule to a route open to everyone
+// whose private details are not (/ready): it reports whether r may read
+// them. A client that sends no token reads the public part; one that sends
+// a wrong token is refused like on any protected route, so an open route
+// never becomes a way to test tokens (answered is then true).
+func (s *Server) detailsAllowed(w http.ResponseWriter, r *http.Request) (details, answered bool) {
+	if s.opts.Token.IsSet() {
+		if r.Header.Get("Authorization") == "" {
+			return false, false
+		}
+		if !s.Authorize(w, r) {
+			return false, true
+		}
+		return true, false
+	}
+	return !s.lanOnly || isLoopback(r.RemoteAddr), false
+}
+
+// detailsHint says where the private details are shown.
+func (s *Server) detailsHint() string {
+	if s.opts.Token.IsSet() {
+		return "the reason is shown to clients that send gateway.api_token"
+	}
+	return "the reason is shown on this machine only (set gateway.api_token to read it from the network)"
+}
+
 func tokenOK(r *http.Request, token string) bool {
 	h := r.Header.Get("Authorization")
 	const p = "Bearer "
