@@ -56,6 +56,7 @@ type Server struct {
 	lanOnly bool // token empty on a non-loopback address: loopback clients only
 	hosts   *hostPolicy
 	csrf    *http.CrossOriginProtection
+	tokens  *tokenGuard
 	ready   atomic.Bool
 	started time.Time
 }
@@ -69,7 +70,8 @@ func New(opts Options) *Server {
 		opts.WriteTimeout = 6 * time.Minute
 	}
 	s := &Server{opts: opts, log: opts.Log, router: httprouter.New(), started: time.Now(),
-		hosts: newHostPolicy(opts.Host, opts.AllowedHosts), csrf: http.NewCrossOriginProtection()}
+		hosts: newHostPolicy(opts.Host, opts.AllowedHosts), csrf: http.NewCrossOriginProtection(),
+		tokens: newTokenGuard(opts.Log)}
 	s.lanOnly = !opts.Token.IsSet() && !config.IsLoopbackHost(opts.Host)
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; see the API in README.md", r.URL.Path))
@@ -157,6 +159,7 @@ func (s *Server) Serve() error {
 // ends. Stop before (or while) Serve starts makes Serve return nil.
 func (s *Server) Stop(ctx context.Context) error {
 	s.ready.Store(false)
+	defer s.tokens.close() // reports the last minute's wrong tokens
 	if s.srv == nil {
 		return nil
 	}
@@ -193,11 +196,21 @@ func (s *Server) guard(access Access, h http.HandlerFunc) http.HandlerFunc {
 
 // Authorize applies the Protected rule to r: the token when one is set, else
 // loopback clients only on a server that listens beyond loopback. It answers
-// 401 or 403 itself and returns false when it did. Routes whose access
+// 401, 403 or 429 itself and returns false when it did. Routes whose access
 // depends on state (POST /setup) register as Open and call it themselves.
+//
+// A client that sent too many wrong tokens is refused (429) before its
+// token is even compared, until it may try again; a request without a
+// token is not a guess and does not count.
 func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) bool {
 	if s.opts.Token.IsSet() {
+		if !s.tokens.check(w, r) {
+			return false
+		}
 		if !tokenOK(r, s.opts.Token.Value()) {
+			if r.Header.Get("Authorization") != "" {
+				s.tokens.fail(r)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="perch"`)
 			WriteError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <gateway.api_token>")
 			return false
