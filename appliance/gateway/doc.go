@@ -21,6 +21,13 @@
 // which this gateway never grants. Clients that are not browsers send no
 // Origin and name the host they dialled, so they pass.
 //
+// Limits for strangers: a client (an IPv4 address or an IPv6 /64) holds at
+// most 64 connections and all clients 256 (Options.MaxConns,
+// MaxConnsPerClient); a connection that sends no complete headers within
+// 5 s, or idles 30 s between requests, is closed. A client may send 10
+// wrong tokens at once, then one per 6 s (429 meanwhile). Refusals are
+// logged in aggregate (package attempts), never one line per attempt.
+//
 // Errors are JSON {"error": "..."}: 400 malformed or empty, 401, 403,
 // 404/405, 413 over 1 MiB, 415 not JSON, 502 upstream failed, 503 not
 // ready/no provider/over capacity, 504 turn deadline; the message says what

@@ -44,6 +44,14 @@ type Options struct {
 	Log          *slog.Logger
 	// WriteTimeout must exceed the longest turn.
 	WriteTimeout time.Duration
+	// HeaderTimeout bounds the wait for a request's headers, from the
+	// connection's start or its last request (default 5 s).
+	HeaderTimeout time.Duration
+	// MaxConns caps the connections held at once (default 256; beyond, new
+	// ones wait), and MaxConnsPerClient one client's share (default 64;
+	// beyond, its new ones are closed at once).
+	MaxConns          int
+	MaxConnsPerClient int
 }
 
 // Server is the HTTP gateway.
@@ -68,6 +76,15 @@ func New(opts Options) *Server {
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 6 * time.Minute
+	}
+	if opts.HeaderTimeout <= 0 {
+		opts.HeaderTimeout = 5 * time.Second
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 256
+	}
+	if opts.MaxConnsPerClient <= 0 {
+		opts.MaxConnsPerClient = min(64, opts.MaxConns)
 	}
 	s := &Server{opts: opts, log: opts.Log, router: httprouter.New(), started: time.Now(),
 		hosts: newHostPolicy(opts.Host, opts.AllowedHosts), csrf: http.NewCrossOriginProtection(),
@@ -118,15 +135,17 @@ func (s *Server) Listen() error {
 		}
 		return fmt.Errorf("gateway: listen on %s: %w; check gateway.host and gateway.port", addr, err)
 	}
-	s.ln = ln
+	s.ln = newLimitListener(ln, s.opts.MaxConns, s.opts.MaxConnsPerClient, s.log)
 	// Built here, not in Serve, so Stop (which may run while Serve is only
-	// starting) reads a field written before either began.
+	// starting) reads a field written before either began. Connections
+	// that send nothing, or idle between requests, give their slot back
+	// within seconds.
 	s.srv = &http.Server{
 		Handler:           s.router,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.opts.HeaderTimeout,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      s.opts.WriteTimeout,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       30 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
