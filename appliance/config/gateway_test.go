@@ -44,3 +44,54 @@ func TestAllowedHosts(t *testing.T) {
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+// A gateway that listens beyond loopback needs a token long enough that
+// guessing it is hopeless; loopback-only gateways and tokenless ones (which
+// answer loopback clients only) take any.
+func TestAPITokenLengthBeyondLoopback(t *testing.T) {
+	long := strings.Repeat("a1", MinTokenLength/2)
+	tests := []struct {
+		name, host, token string
+		ok                bool
+	}{
+		{"LAN, short", "0.0.0.0", "hunter2", false},
+		{"LAN, one short of the minimum", "0.0.0.0", long[:MinTokenLength-1], false},
+		{"LAN, minimum", "0.0.0.0", long, true},
+		{"LAN, onboard's token", "0.0.0.0", NewToken(), true},
+		{"LAN name, short", "perch.local", "hunter2", false},
+		{"ipv6 wildcard, short", "::", "hunter2", false},
+		{"LAN, no token", "0.0.0.0", "", true},
+		{"loopback, short", "127.0.0.1", "t", true},
+		{"localhost, short", "localhost", "t", true},
+		{"ipv6 loopback, short", "::1", "t", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"gateway":{"host":` + quote(tt.host) + `,"api_token":` + quote(tt.token) + `}}`
+			_, err := Load(Options{Path: writeConfig(t, body), Env: noEnv})
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("a short token beyond loopback was accepted")
+			}
+			for _, w := range []string{"gateway.api_token", "perch onboard --force", "openssl rand -hex 24", "gateway.host"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), tt.token) {
+				t.Errorf("the error shows the token: %q", err)
+			}
+		})
+	}
+	t.Run("from the environment", func(t *testing.T) {
+		_, err := Load(Options{Path: writeConfig(t, `{"gateway":{"host":"0.0.0.0"}}`), Env: envMap(map[string]string{"PERCH_GATEWAY_API_TOKEN": "short"})})
+		if err == nil || !strings.Contains(err.Error(), "gateway.api_token") {
+			t.Errorf("a short token from PERCH_GATEWAY_API_TOKEN: %v", err)
+		}
+	})
+}

@@ -111,3 +111,23 @@ func TestHalfOpenConnectionsAreBounded(t *testing.T) {
 		t.Errorf("the refused connections were not logged with the client's address:\n%s", g.Stderr())
 	}
 }
+
+// A gateway for the LAN with a short token does not start: exit 1 with one
+// line that names the key and how to make a good token, never the token.
+func TestShortTokenBeyondLoopbackRefused(t *testing.T) {
+	h := NewHome(t, func(c map[string]any) {
+		c["gateway"] = map[string]any{"host": "0.0.0.0", "port": 0, "api_token": "hunter2"}
+	})
+	_, stderr, code := h.Run("gateway")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
+	}
+	for _, w := range []string{"gateway.api_token", "perch onboard --force", "openssl rand -hex 24"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr does not mention %q:\n%s", w, stderr)
+		}
+	}
+	if strings.Contains(stderr, "hunter2") {
+		t.Error("the token reached stderr")
+	}
+}
