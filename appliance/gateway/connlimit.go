@@ -41,7 +41,9 @@ func newLimitListener(ln net.Listener, max, perClient int, log *slog.Logger) *li
 			First: func(c attempts.Client) {
 				log.Warn("gateway: refusing connections from a client that holds its share already", "client", c.String(), "share", perClient)
 			},
-			Report: func(s attempts.Summary) { logSummary(log, "gateway: connections refused over a client's share", s) },
+			Report: func(s attempts.Summary) {
+				log.Warn("gateway: connections refused over a client's share", s.LogAttrs()...)
+			},
 		}),
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/perchhq/perch/appliance/gateway/attempts"
@@ -33,7 +32,7 @@ func newTokenGuard(log *slog.Logger) *tokenGuard {
 			First: func(c attempts.Client) {
 				log.Warn("gateway: wrong API token; later ones are summed up each minute", "client", c.String())
 			},
-			Report: func(s attempts.Summary) { logSummary(log, "gateway: wrong API tokens", s) },
+			Report: func(s attempts.Summary) { log.Warn("gateway: wrong API tokens", s.LogAttrs()...) },
 		}),
 		refused: attempts.NewTally(attempts.TallyOptions{
 			First: func(c attempts.Client) {
@@ -41,7 +40,7 @@ func newTokenGuard(log *slog.Logger) *tokenGuard {
 					"client", c.String(), "allowed", fmt.Sprintf("%d, then 1 per %v", maxWrongTokens, wrongTokenEvery))
 			},
 			Report: func(s attempts.Summary) {
-				logSummary(log, "gateway: requests refused after too many wrong API tokens", s)
+				log.Warn("gateway: requests refused after too many wrong API tokens", s.LogAttrs()...)
 			},
 		}),
 	}
@@ -71,17 +70,4 @@ func (g *tokenGuard) fail(r *http.Request) {
 func (g *tokenGuard) close() {
 	g.wrong.Close()
 	g.refused.Close()
-}
-
-// logSummary logs a window's tally in one line.
-func logSummary(log *slog.Logger, msg string, s attempts.Summary) {
-	top := make([]string, len(s.Top))
-	for i, c := range s.Top {
-		top[i] = fmt.Sprintf("%s (%d)", c.Client, c.Count)
-	}
-	clients := strconv.Itoa(s.Clients)
-	if s.More {
-		clients += "+"
-	}
-	log.Warn(msg, "count", s.Total, "window", s.Window, "clients", clients, "top", strings.Join(top, ", "))
 }

@@ -1,7 +1,10 @@
 package attempts
 
 import (
+	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -28,6 +31,20 @@ type Summary struct {
 	Clients int           // clients counted one by one
 	More    bool          // more clients than MaxClients had events
 	Top     []ClientCount // up to 3, most events first
+}
+
+// LogAttrs renders s as slog key-value pairs: count, window, clients (with
+// a "+" when there were more), top ("addr (n), ...").
+func (s Summary) LogAttrs() []any {
+	top := make([]string, len(s.Top))
+	for i, c := range s.Top {
+		top[i] = fmt.Sprintf("%s (%d)", c.Client, c.Count)
+	}
+	clients := strconv.Itoa(s.Clients)
+	if s.More {
+		clients += "+"
+	}
+	return []any{"count", s.Total, "window", s.Window, "clients", clients, "top", strings.Join(top, ", ")}
 }
 
 // ClientCount is one client's events in a window.
