@@ -69,6 +69,8 @@ window.done = (async () => {
   await send('nocors-setup', '/setup', {method: 'POST', mode: 'no-cors', headers: {'Content-Type': 'text/plain'},
     body: JSON.stringify({provider: 'openai', model: 'evil', api_key: 'sk-evil', api_base: 'http://127.0.0.1:9/v1'})});
   await send('nocors-bare', '/chat', {method: 'POST', mode: 'no-cors', body: '{"message":"bare attack"}'});
+  // A byte body goes without any Content-Type.
+  await send('nocors-bytes', '/chat', {method: 'POST', mode: 'no-cors', body: new TextEncoder().encode('{"message":"bytes attack"}')});
   await send('cors-json', '/chat', {method: 'POST', headers: {'Content-Type': 'application/json'},
     body: JSON.stringify({message: 'cors attack'})});
   await new Promise((ok) => { document.querySelector('iframe').onload = ok; document.getElementById('f').submit(); });
