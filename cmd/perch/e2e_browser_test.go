@@ -116,3 +116,46 @@ func TestBrowsersCannotDriveTheGateway(t *testing.T) {
 		t.Errorf("the provider got %d calls, want 2 (the two accepted chats)", n)
 	}
 }
+
+// TestReadyShowsStrangersNothingPrivate: without the token, /ready says
+// whether the board is ready and which checks pass, but no session key,
+// chat id, path or model; with it, the details.
+func TestReadyShowsStrangersNothingPrivate(t *testing.T) {
+	h := NewHome(t, nil)
+	g := h.Start()
+	g.MustChat("telegram:55501234", "hello")
+	status, raw := g.DoRaw("GET", "/ready", nil, false)
+	if status != 200 {
+		t.Fatalf("/ready without the token: %d %s", status, raw)
+	}
+	var public struct {
+		Status string
+		Checks map[string]struct{ Name, Status, Message string }
+		Agent  any
+	}
+	if err := json.Unmarshal(raw, &public); err != nil {
+		t.Fatal(err)
+	}
+	if public.Status != "ready" || public.Checks["store"].Status != "ok" || public.Checks["provider"].Name != "provider" {
+		t.Errorf("status and checks are for everyone: %s", raw)
+	}
+	for _, private := range []string{"55501234", h.Dir, "workspace", "gpt-4o-mini", `"agent"`} {
+		if strings.Contains(string(raw), private) {
+			t.Errorf("/ready without the token shows %q: %s", private, raw)
+		}
+	}
+	_, full := g.Do("GET", "/ready", nil)
+	ag, _ := full["agent"].(map[string]any)
+	if ag == nil || ag["model"] != "openai/gpt-4o-mini" || !strings.Contains(string(mustJSON(t, ag)), "telegram:55501234") {
+		t.Errorf("/ready with the token lacks the details: %v", full)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

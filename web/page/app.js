@@ -319,9 +319,9 @@
     const token = store.get('token', '');
     try {
       // With the token /ready also shows the details (model, sessions); a
-      // refused token still gets the public answer.
+      // refused token (401, or 429 after too many) still gets the public answer.
       res = await fetch('/ready', { cache: 'no-store', headers: token ? { Authorization: 'Bearer ' + token } : {} });
-      if (res.status === 401 && token) res = await fetch('/ready', { cache: 'no-store' });
+      if ((res.status === 401 || res.status === 429) && token) res = await fetch('/ready', { cache: 'no-store' });
       data = await res.json();
     } catch (e) {
       return { error: 'cannot reach Perch: ' + e.message };
