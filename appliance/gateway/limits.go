@@ -48,6 +48,9 @@ func newTokenGuard(log *slog.Logger) *tokenGuard {
 
 // check answers 429 itself and returns false when r's client must wait.
 func (g *tokenGuard) check(w http.ResponseWriter, r *http.Request) bool {
+	if g.limit.Empty() { // no wrong token lately: the common case costs nothing
+		return true
+	}
 	c := attempts.ClientOf(r.RemoteAddr)
 	wait := g.limit.Wait(c)
 	if wait == 0 {

@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -80,6 +81,8 @@ type Limiter struct {
 
 	mu     sync.Mutex
 	bucket map[Client]*bucket
+	swept  time.Time    // when rested clients were last dropped
+	known  atomic.Int64 // len(bucket), read without the lock
 }
 
 type bucket struct {
@@ -110,12 +113,23 @@ func (l *Limiter) level(b *bucket, now time.Time) float64 {
 	return min(t, float64(l.opts.Burst))
 }
 
+// Empty reports whether no client has failed recently enough to be
+// remembered: then every client may try, and a caller on a hot path can
+// skip working out which client it serves.
+func (l *Limiter) Empty() bool { return l.known.Load() == 0 }
+
 // Wait returns how long c must wait before its next attempt may be
 // checked; 0 when it may try now.
 func (l *Limiter) Wait(c Client) time.Duration {
+	if l.Empty() {
+		return 0
+	}
 	now := l.opts.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if now.Sub(l.swept) >= time.Duration(l.opts.Burst)*l.opts.Every {
+		l.sweep(now) // so that Empty holds again once everyone has rested
+	}
 	b, ok := l.bucket[c]
 	if !ok {
 		return 0
@@ -140,6 +154,7 @@ func (l *Limiter) Fail(c Client) (left int) {
 		}
 		b = &bucket{tokens: float64(l.opts.Burst), at: now}
 		l.bucket[c] = b
+		l.known.Store(int64(len(l.bucket)))
 	}
 	b.tokens, b.at = max(l.level(b, now)-1, 0), now
 	return int(b.tokens)
@@ -148,7 +163,16 @@ func (l *Limiter) Fail(c Client) (left int) {
 // forget drops the clients whose buckets are full again, or else the one
 // closest to full: the one most in debt is the last to go.
 func (l *Limiter) forget(now time.Time) {
-	var best Client
+	best := l.sweep(now)
+	if len(l.bucket) >= l.opts.MaxClients {
+		delete(l.bucket, best)
+		l.known.Store(int64(len(l.bucket)))
+	}
+}
+
+// sweep drops the clients whose buckets are full again and returns the
+// fullest of the others.
+func (l *Limiter) sweep(now time.Time) (best Client) {
 	bestLevel := -1.0
 	for c, b := range l.bucket {
 		t := l.level(b, now)
@@ -160,9 +184,9 @@ func (l *Limiter) forget(now time.Time) {
 			best, bestLevel = c, t
 		}
 	}
-	if len(l.bucket) >= l.opts.MaxClients {
-		delete(l.bucket, best)
-	}
+	l.swept = now
+	l.known.Store(int64(len(l.bucket)))
+	return best
 }
 
 // clients is how many clients are remembered (for tests).

@@ -109,6 +109,25 @@ func TestLimiterForgetsRestedClientsFirst(t *testing.T) {
 	}
 }
 
+// Once every client has rested, the limiter is empty again, so callers on
+// a hot path skip it.
+func TestLimiterEmptiesWhenRested(t *testing.T) {
+	c := &clock{time.Unix(1_000_000, 0)}
+	l := NewLimiter(Options{Burst: 2, Every: time.Second, Now: c.now})
+	if !l.Empty() {
+		t.Fatal("a new limiter is not empty")
+	}
+	l.Fail(ClientOf("192.0.2.1:1"))
+	if l.Empty() {
+		t.Fatal("empty after a failure")
+	}
+	c.t = c.t.Add(3 * time.Second)
+	l.Wait(ClientOf("192.0.2.2:1"))
+	if !l.Empty() {
+		t.Errorf("%d clients remembered after all rested", l.clients())
+	}
+}
+
 func TestLimiterConcurrent(t *testing.T) {
 	l := NewLimiter(Options{Burst: 5, Every: time.Minute})
 	var wg sync.WaitGroup
