@@ -16,7 +16,8 @@ import (
 // RunGateway builds the gateway from cfg, starts it, serves until ctx ends
 // (SIGINT, SIGTERM) and stops it cleanly. banner, when set, receives the
 // lines a person needs: the URL and the API token. An error means start-up
-// failed.
+// failed, or the HTTP server failed while running (exit 1 either way, so
+// systemd restarts it).
 func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banner io.Writer) error {
 	if cfg.Absent() {
 		log.Warn("no config file; running on built-in defaults", "path", cfg.Path(), "create it with", "perch onboard")
@@ -51,15 +52,20 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 			fmt.Fprintf(banner, "No API token: only this machine may use /chat (set gateway.api_token for the LAN).\n\n")
 		}
 	}
-	<-ctx.Done()
-	log.Info("stopping")
+	var failed error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+	case failed = <-sys.Failed():
+		log.Error("stopping: the HTTP server failed", "err", failed)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := sys.Stop(sctx); err != nil {
 		log.Warn("unclean stop", "err", err)
 	}
 	log.Info("stopped")
-	return nil
+	return failed
 }
 
 // LocalAgent builds the agent in this process, for `perch agent` when no

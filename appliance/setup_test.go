@@ -53,6 +53,9 @@ func (g setupGateway) do(t *testing.T, method, path, token string, body any) (in
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, g.URL+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -205,7 +208,8 @@ func TestSetupSwapsProviderWithoutRestart(t *testing.T) {
 	if got := fake.Requests()[0].Header.Get("Authorization"); got != "Bearer sk-or-SECRET-key" {
 		t.Errorf("provider got Authorization %q", got)
 	}
-	if st, body := g.do(t, "GET", "/ready", "", nil); st != 200 || !strings.Contains(body, "openai/gpt-4o-mini") {
+	// The model is a detail: it needs the token.
+	if st, body := g.do(t, "GET", "/ready", setupToken, nil); st != 200 || !strings.Contains(body, "openai/gpt-4o-mini") {
 		t.Errorf("/ready after setup = %d %s", st, body)
 	}
 

@@ -54,6 +54,7 @@ type System struct {
 
 	pidKey     string
 	pidWritten bool
+	failed     chan error // see Failed
 	stopTrim   context.CancelFunc
 	trimDone   chan struct{}
 }
@@ -204,6 +205,7 @@ func (s *System) BuildGateway() error {
 	s.pidKey = pidfile.NewKey()
 	s.HTTP = gateway.New(gateway.Options{
 		Host: cfg.Gateway.Host, Port: cfg.Gateway.Port, Token: cfg.Gateway.APIToken, Log: s.Log, ProofKey: s.pidKey,
+		AllowedHosts: cfg.Gateway.AllowedHosts,
 		WriteTimeout: time.Duration(cfg.Agents.Defaults.TurnTimeoutSeconds)*time.Second + 30*time.Second,
 	})
 	s.HTTP.RegisterCore(gateway.Deps{
@@ -259,14 +261,24 @@ func (s *System) registerChecks() {
 			return false, err.Error()
 		}
 		return true, fmt.Sprintf("bbolt %s (%d KiB)", s.Store.Path(), s.Store.Size()>>10)
-	})
+	}, gateway.PublicMessage(func(ok bool) string {
+		if ok {
+			return "the database answers"
+		}
+		return "the database does not answer"
+	}))
 	s.Checks.Register("provider", func(context.Context) (bool, string) {
 		p, err := s.Agent.Provider()
 		if p == nil {
 			return false, err.Error()
 		}
 		return true, fmt.Sprintf("%s, model %s", p.Name(), p.Model())
-	})
+	}, gateway.PublicMessage(func(ok bool) string {
+		if ok {
+			return "a provider is configured"
+		}
+		return "no provider is configured; set one up on the web page or in the config file"
+	}))
 	for name, fn := range s.Channels.Checks() {
 		s.Checks.Register(name, fn)
 	}
@@ -303,9 +315,13 @@ func (s *System) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	serveErr := make(chan error, 1)
 	s.HTTP.SetReady(true)
-	go func() { serveErr <- s.HTTP.Serve() }()
+	s.failed = make(chan error, 1)
+	go func() { // ends when Serve does: at Stop, or when the listener fails
+		if err := s.HTTP.Serve(); err != nil {
+			s.failed <- err
+		}
+	}()
 	// The pid file announces a gateway that is ready to take requests.
 	if err := pidfile.Write(s.Cfg.PIDPath(), s.HTTP.Addr(), s.pidKey); err != nil {
 		s.Log.Warn("cannot write the pid file; CLI commands will not find this gateway", "path", s.Cfg.PIDPath(), "err", err)
@@ -321,13 +337,13 @@ func (s *System) Start(ctx context.Context) error {
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopTrim, s.trimDone = cancel, make(chan struct{})
 	go func() { defer close(s.trimDone); s.trimWhenIdle(tctx) }()
-	go func() {
-		if err := <-serveErr; err != nil {
-			s.Log.Error("HTTP server stopped", "err", err)
-		}
-	}()
 	return nil
 }
+
+// Failed delivers the HTTP server's error when it stops serving by itself
+// (not through Stop); the caller must then Stop the system, which nobody
+// can reach any more.
+func (s *System) Failed() <-chan error { return s.failed }
 
 // Stop shuts down in spec §1's order: stop accepting requests, cancel the
 // agent's turns, stop the HTTP server, then heartbeat, cron, agent,

@@ -23,9 +23,12 @@
 // it; no HTTP response ever carries it). While no provider is configured,
 // POST /setup needs that code and no token: the owner proves presence by
 // reading the log, and may not know the token yet. Wrong codes are limited
-// to 5 a minute for all clients together (then 429 with Retry-After), which
-// makes guessing the 10^8 codes hopeless. A successful setup spends the
-// code. Once a provider is configured, POST /setup follows the rule of
+// per client address (5 at once, then one per 12 s; then 429 with
+// Retry-After), so a stranger guessing, or a script stuck on an old code,
+// locks out only itself; and for all clients together to 30 at once, then
+// one per 2 s, which makes guessing the 10^8 codes take years however many
+// addresses are used. Wrong and refused codes are logged in aggregate. A
+// successful setup spends the code. Once a provider is configured, POST /setup follows the rule of
 // /admin/* (the token, or loopback when there is none) and needs no code,
 // so the owner can change the provider or rotate a key from the page.
 //

@@ -88,6 +88,11 @@ type Gateway struct {
 	Host     string `json:"host"`
 	Port     int    `json:"port"`
 	APIToken Secret `json:"api_token"`
+	// AllowedHosts are names (or addresses) the board may be reached by
+	// besides its own (loopback, gateway.host, its hostname and
+	// <hostname>.local, its addresses): a reverse proxy's or a DNS name.
+	// Requests whose Host names anything else are refused (DNS rebinding).
+	AllowedHosts []string `json:"allowed_hosts"`
 }
 
 // Channels are the chat platforms.
@@ -206,7 +211,7 @@ func Default() *Config {
 			DeepSeek:   p("https://api.deepseek.com/v1"),
 			Ollama:     p("http://127.0.0.1:11434/v1"),
 		},
-		Gateway: Gateway{Host: "127.0.0.1", Port: 8080},
+		Gateway: Gateway{Host: "127.0.0.1", Port: 8080, AllowedHosts: []string{}},
 		Channels: Channels{
 			Telegram: BotChannel{APIBase: "https://api.telegram.org", AllowFrom: []string{}},
 			Discord:  BotChannel{APIBase: "https://discord.com/api/v9", AllowFrom: []string{}},

@@ -88,6 +88,7 @@ func (c *Config) Validate() error {
 	if strings.TrimSpace(c.Gateway.Host) == "" {
 		bad("gateway.host", "is empty; use 127.0.0.1 for this machine only or 0.0.0.0 for the LAN")
 	}
+	c.Gateway.validate(bad)
 
 	ch := &c.Channels
 	for name, base := range map[string]string{

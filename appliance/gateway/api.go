@@ -34,11 +34,17 @@ type Deps struct {
 }
 
 // RegisterCore adds /chat, /health, /ready and /admin/{status,service,logs}.
+//
+// /ready is open, but only clients allowed the details (the Protected rule:
+// the token, or loopback when there is none) read the agent object and the
+// checks' full messages; others read the status and each check's name,
+// status and public message.
 func (s *Server) RegisterCore(d Deps) {
+	sessions := &sessionList{db: d.Store, loop: d.Agent}
 	s.Handle(http.MethodPost, "/chat", Protected, s.chat(d))
 	s.Handle(http.MethodGet, "/health", Open, s.health)
-	s.Handle(http.MethodGet, "/ready", Open, s.readyHandler(d))
-	s.Handle(http.MethodGet, "/admin/status", Protected, s.adminStatus(d))
+	s.Handle(http.MethodGet, "/ready", Open, s.readyHandler(d, sessions))
+	s.Handle(http.MethodGet, "/admin/status", Protected, s.adminStatus(d, sessions))
 	s.Handle(http.MethodGet, "/admin/service", Protected, commandOutput(d.ServiceStatus, "service status"))
 	s.Handle(http.MethodGet, "/admin/logs", Protected, commandOutput(d.Logs, "logs"))
 }
@@ -144,39 +150,46 @@ type readySession struct {
 // maxReadySessions bounds the list in /ready: health probes call it often.
 const maxReadySessions = 100
 
-func (s *Server) readyHandler(d Deps) http.HandlerFunc {
+func (s *Server) readyHandler(d Deps, sessions *sessionList) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		details, answered := s.detailsAllowed(w, r)
+		if answered {
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
 		checks, ok := d.Checks.Run(ctx)
 		if !s.ready.Load() {
 			ok = false
-			checks["startup"] = CheckResult{Name: "startup", Status: "fail", Message: "the gateway is starting", Timestamp: time.Now().UTC().Format(time.RFC3339)}
+			checks["startup"] = CheckResult{Name: "startup", Status: "fail", Message: "the gateway is starting", Timestamp: time.Now().UTC().Format(time.RFC3339),
+				public: "the gateway is starting"}
+		}
+		if !details {
+			withoutDetails(checks, s.detailsHint())
 		}
 		if !ok {
 			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "checks": checks})
 			return
 		}
-		ag := readyAgent{Workspace: d.Workspace, Sessions: []readySession{}, Subagents: []agent.SubagentInfo{}}
-		if p, _ := d.Agent.Provider(); p != nil {
-			ag.Model = p.Model()
-		}
-		if ss, err := d.Store.Sessions(); err == nil {
-			for i, sess := range ss {
-				if i == maxReadySessions {
-					break
-				}
-				ag.Sessions = append(ag.Sessions, readySession{Key: sess.Key, MessageCount: sess.Count})
+		body := map[string]any{"status": "ready", "uptime": FormatUptime(s.Uptime()), "checks": checks}
+		if details {
+			ag := readyAgent{Workspace: d.Workspace, Sessions: []readySession{}, Subagents: []agent.SubagentInfo{}}
+			if p, _ := d.Agent.Provider(); p != nil {
+				ag.Model = p.Model()
 			}
+			if top, _, err := sessions.get(); err == nil {
+				ag.Sessions = top
+			}
+			if subs := d.Agent.Subagents().List(); len(subs) > 0 {
+				ag.Subagents = subs
+			}
+			body["agent"] = ag
 		}
-		if subs := d.Agent.Subagents().List(); len(subs) > 0 {
-			ag.Subagents = subs
-		}
-		WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "uptime": FormatUptime(s.Uptime()), "checks": checks, "agent": ag})
+		WriteJSON(w, http.StatusOK, body)
 	}
 }
 
-func (s *Server) adminStatus(d Deps) http.HandlerFunc {
+func (s *Server) adminStatus(d Deps, sessions *sessionList) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := d.Agent.Stats()
 		var ms runtime.MemStats
@@ -199,8 +212,8 @@ func (s *Server) adminStatus(d Deps) http.HandlerFunc {
 			out["provider_error"] = err.Error()
 		}
 		if d.Store != nil {
-			if ss, err := d.Store.Sessions(); err == nil {
-				out["sessions"] = len(ss)
+			if _, n, err := sessions.get(); err == nil {
+				out["sessions"] = n
 			}
 			if u, err := d.Store.TotalUsage(); err == nil {
 				out["tokens"] = u

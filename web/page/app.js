@@ -81,6 +81,7 @@
     store.set('token', t);
     $('token-dialog').close();
     settleToken(true);
+    refreshState(); // the token shows the model
   });
   $('token-cancel').addEventListener('click', () => $('token-dialog').close());
   $('token-dialog').addEventListener('close', () => settleToken(false));
@@ -315,8 +316,12 @@
 
   async function readyState() {
     let res, data = null;
+    const token = store.get('token', '');
     try {
-      res = await fetch('/ready', { cache: 'no-store' });
+      // With the token /ready also shows the details (model, sessions); a
+      // refused token (401, or 429 after too many) still gets the public answer.
+      res = await fetch('/ready', { cache: 'no-store', headers: token ? { Authorization: 'Bearer ' + token } : {} });
+      if ((res.status === 401 || res.status === 429) && token) res = await fetch('/ready', { cache: 'no-store' });
       data = await res.json();
     } catch (e) {
       return { error: 'cannot reach Perch: ' + e.message };
