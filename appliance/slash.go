@@ -15,18 +15,18 @@ import (
 // registerChatCommands adds the slash commands a chat answers without the
 // model, beyond the agent's own.
 func (s *System) registerChatCommands() {
-	s.Agent.RegisterCommand(agent.Command{Name: "/models", Help: "list the provider's models (/models <filter>)", Run: s.modelsCommand})
-	s.Agent.RegisterCommand(agent.Command{Name: "/cron", Help: "list scheduled jobs", Run: func(ctx context.Context, _ bus.Inbound, _ string) (string, error) {
+	s.Agent.RegisterChatCommand(agent.ChatCommand{Name: "/models", Help: "list the provider's models (/models <filter>)", Run: s.modelsCommand})
+	s.Agent.RegisterChatCommand(agent.ChatCommand{Name: "/cron", Help: "list scheduled jobs", Run: func(ctx context.Context, _ bus.Inbound, _ string) (string, error) {
 		jobs, err := s.Cron.List(ctx)
 		if err != nil {
 			return "", err
 		}
 		return api.FormatJobs(jobs), nil
 	}})
-	s.Agent.RegisterCommand(agent.Command{Name: "/sensors", Help: "read the configured sensors", Run: func(ctx context.Context, _ bus.Inbound, _ string) (string, error) {
+	s.Agent.RegisterChatCommand(agent.ChatCommand{Name: "/sensors", Help: "read the configured sensors", Run: func(ctx context.Context, _ bus.Inbound, _ string) (string, error) {
 		return tools.SensorsReport(ctx, s.Sensors), nil
 	}})
-	s.Agent.RegisterCommand(agent.Command{Name: "/devices", Help: "USB devices, I2C buses and SPI devices present", Run: func(context.Context, bus.Inbound, string) (string, error) {
+	s.Agent.RegisterChatCommand(agent.ChatCommand{Name: "/devices", Help: "USB devices, I2C buses and SPI devices present", Run: func(context.Context, bus.Inbound, string) (string, error) {
 		if s.Devices == nil {
 			return tools.DevicesReport(nil, "the device monitor runs only in the gateway"), nil
 		}

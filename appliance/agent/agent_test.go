@@ -123,7 +123,7 @@ func TestUserMessageStoredBeforeProviderCall(t *testing.T) {
 
 func TestCommandsAnswerWithoutModel(t *testing.T) {
 	f := newFixture(t, nil)
-	f.loop.RegisterCommand(agent.Command{Name: "/ping", Help: "pong", Run: func(_ context.Context, _ bus.Inbound, args string) (string, error) {
+	f.loop.RegisterChatCommand(agent.ChatCommand{Name: "/ping", Help: "pong", Run: func(_ context.Context, _ bus.Inbound, args string) (string, error) {
 		return "pong " + args, nil
 	}})
 	for text, want := range map[string]string{

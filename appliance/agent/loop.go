@@ -71,7 +71,7 @@ type Loop struct {
 	locks   map[string]*sessionLock
 
 	cmdMu    sync.RWMutex
-	commands map[string]Command
+	commands map[string]ChatCommand
 
 	lastMu    sync.Mutex
 	lastRoute [2]string
@@ -127,7 +127,7 @@ func New(opts Options) *Loop {
 		prompt:   newPromptBuilder(opts.Workspace),
 		sem:      make(chan struct{}, opts.MaxConcurrentTurns),
 		locks:    map[string]*sessionLock{},
-		commands: map[string]Command{},
+		commands: map[string]ChatCommand{},
 		started:  time.Now(),
 	}
 	l.base, l.cancelBase = context.WithCancel(context.Background())
