@@ -132,7 +132,7 @@ func TestCommandsAnswerWithoutModel(t *testing.T) {
 		"/PING":          "pong ",
 	} {
 		rep, err := f.loop.Process(context.Background(), in("c", text))
-		if err != nil || rep.Text != want || !rep.Command {
+		if err != nil || rep.Text != want || !rep.ChatCommand {
 			t.Errorf("%q: %+v %v", text, rep, err)
 		}
 	}
@@ -144,7 +144,7 @@ func TestCommandsAnswerWithoutModel(t *testing.T) {
 		t.Fatal("a command reached the model")
 	}
 	rep, _ = f.loop.Process(context.Background(), in("c", "/etc/hosts please"))
-	if rep.Command || rep.Text != "echo: /etc/hosts please" {
+	if rep.ChatCommand || rep.Text != "echo: /etc/hosts please" {
 		t.Errorf("path treated as command: %+v", rep)
 	}
 	f.loop.Process(context.Background(), in("c", "/new"))

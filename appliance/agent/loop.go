@@ -49,9 +49,9 @@ type Options struct {
 type Reply struct {
 	Text string
 	UI   []api.UICommand
-	// Command is set when an offline command answered.
-	Command bool
-	Usage   chat.Usage
+	// ChatCommand is set when a chat command answered, not the model.
+	ChatCommand bool
+	Usage       chat.Usage
 }
 
 // Loop runs turns.
@@ -320,7 +320,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Reply{Text: out, Command: true}, nil
+		return &Reply{Text: out, ChatCommand: true}, nil
 	}
 	p, perr := l.Provider()
 	if p == nil {
