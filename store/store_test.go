@@ -283,6 +283,10 @@ func TestMain(m *testing.M) {
 		crashChild(path)
 		return
 	}
+	if path := os.Getenv("STORE_OPEN_CHILD"); path != "" {
+		openChildMain(path)
+		return
+	}
 	os.Exit(m.Run())
 }
 
