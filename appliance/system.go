@@ -71,7 +71,7 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 			return fmt.Sprintf("pid %d", p.PID)
 		}
 		return ""
-	}})
+	}, SessionTTL: time.Duration(cfg.Agents.Defaults.SessionTTLDays) * 24 * time.Hour})
 	if err != nil {
 		return nil, err
 	}

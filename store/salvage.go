@@ -15,8 +15,12 @@ import (
 // SalvageReport counts what a salvage copied out of a damaged file and what
 // it had to leave behind.
 type SalvageReport struct {
-	Sessions      int `json:"sessions"`
-	Messages      int `json:"messages"`
+	Sessions int `json:"sessions"`
+	// SessionsDamaged counts sessions with damaged pages: some or all of
+	// their messages are lost (all of them, and the session itself, when
+	// its first page is damaged).
+	SessionsDamaged int `json:"sessions_damaged"`
+	Messages        int `json:"messages"`
 	CronJobs      int `json:"cron_jobs"`
 	DeviceRecords int `json:"device_records"`
 	SensorSeries  int `json:"sensor_series"`
@@ -43,8 +47,8 @@ type SalvageReport struct {
 
 // String renders the report for a terminal.
 func (r *SalvageReport) String() string {
-	s := fmt.Sprintf("salvaged %d sessions with %d messages (%d lost), %d cron jobs, %d device records, %d sensor series; %d other records skipped; %d problems met in %s",
-		r.Sessions, r.Messages, r.MessagesLost, r.CronJobs, r.DeviceRecords, r.SensorSeries, r.RecordsSkipped, r.ProblemCount, r.Duration.Round(time.Millisecond))
+	s := fmt.Sprintf("salvaged %d sessions (%d damaged) with %d messages (%d lost), %d cron jobs, %d device records, %d sensor series; %d other records skipped; %d problems met in %s",
+		r.Sessions, r.SessionsDamaged, r.Messages, r.MessagesLost, r.CronJobs, r.DeviceRecords, r.SensorSeries, r.RecordsSkipped, r.ProblemCount, r.Duration.Round(time.Millisecond))
 	if r.OlderMeta {
 		s += " (read from the previous transaction's tree)"
 	}
@@ -200,8 +204,11 @@ func (v *salvageVisitor) bucket(path [][]byte, name []byte, seq uint64) bool {
 	return false
 }
 
-func (v *salvageVisitor) bucketEnd(path [][]byte, name []byte, _ int) {
+func (v *salvageVisitor) bucketEnd(path [][]byte, name []byte, problems int) {
 	if len(path) == 1 && string(path[0]) == BucketSessions && v.sess != nil {
+		if problems > 0 {
+			v.rep.SessionsDamaged++
+		}
 		v.finishSession(v.sess)
 		v.sess = nil
 	}

@@ -588,7 +588,12 @@ func (a *acc) fold(mn, mean, mx float64, n int) {
 
 func querySeries(sensor, qty string, qb *bolt.Bucket, pending []Reading, since, until time.Time, step time.Duration) SensorSeries {
 	s := SensorSeries{Sensor: sensor, Quantity: qty, Step: step, Points: []SensorPoint{}}
+	// Samples are kept to the second: a sample in the second Until falls
+	// in counts.
 	from, to := since.Unix(), until.Unix()
+	if until.Nanosecond() != 0 {
+		to++
+	}
 	// rawSince: the oldest raw sample kept (on disk, else waiting).
 	rawSince := int64(math.MaxInt64)
 	if qb != nil {
