@@ -71,11 +71,11 @@ func TestCompactionThreshold(t *testing.T) {
 		pages, reached uint64
 		want           bool
 	}{
-		{pages: 100, reached: 10, want: false},     // 90% free but only 360 KB
-		{pages: 4000, reached: 2500, want: false},  // 6 MB free but under half
-		{pages: 4000, reached: 1000, want: true},   // 12 MB free, 75%
-		{pages: 2048, reached: 1023, want: true},   // 4 MiB free, just over half
-		{pages: 10, reached: 12, want: false},      // nonsense counts
+		{pages: 100, reached: 10, want: false},    // 90% free but only 360 KB
+		{pages: 4000, reached: 2500, want: false}, // 6 MB free but under half
+		{pages: 4000, reached: 1000, want: true},  // 12 MB free, 75%
+		{pages: 2048, reached: 1023, want: true},  // 4 MiB free, just over half
+		{pages: 10, reached: 12, want: false},     // nonsense counts
 	}
 	for _, tc := range cases {
 		if got := worthCompacting(c(tc.pages, tc.reached)); got != tc.want {

@@ -24,7 +24,7 @@ func TestDeleteIdleSessions(t *testing.T) {
 	time.Sleep(2 * time.Millisecond)
 	db.Append("new", []store.Message{user("x")}, store.Usage{}, 100)
 	db.Append("old5", []store.Message{user("back again")}, store.Usage{}, 100) // updated after the cutoff
-	db.History("old7")                                                           // cached: must not survive its deletion
+	db.History("old7")                                                         // cached: must not survive its deletion
 	if n := db.SessionCount(); n != 101 {
 		t.Fatalf("count before = %d", n)
 	}

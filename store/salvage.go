@@ -21,10 +21,10 @@ type SalvageReport struct {
 	// its first page is damaged).
 	SessionsDamaged int `json:"sessions_damaged"`
 	Messages        int `json:"messages"`
-	CronJobs      int `json:"cron_jobs"`
-	DeviceRecords int `json:"device_records"`
-	SensorSeries  int `json:"sensor_series"`
-	SensorBlocks  int `json:"sensor_blocks"`
+	CronJobs        int `json:"cron_jobs"`
+	DeviceRecords   int `json:"device_records"`
+	SensorSeries    int `json:"sensor_series"`
+	SensorBlocks    int `json:"sensor_blocks"`
 	// MessagesLost counts messages that could not be kept: on damaged
 	// pages (gaps in a session's sequence), undecodable, or dropped so the
 	// history stays one a provider accepts (no tool result without its
