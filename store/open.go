@@ -58,7 +58,9 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 	var rec *Recovered
 	sessions := 0
 	if st.Size() > 0 {
-		chk := verifyFile(f, st.Size(), unclean, !unclean)
+		r, unmap := mapFile(f, st.Size())
+		chk := verifyFile(r, st.Size(), unclean, !unclean)
+		unmap()
 		switch {
 		case !chk.sound() && opts.NoRecover:
 			f.Close()

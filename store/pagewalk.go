@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math/bits"
+	"runtime/debug"
 )
 
 // This file reads a bbolt file without bbolt. bbolt trusts its file: at open
@@ -207,7 +208,9 @@ func (w *walker) stopped() bool { return w.stopEarly && w.nProblems > 0 }
 // checks every bound) is reported as a problem rather than ending the
 // process.
 func (w *walker) run() {
+	old := debug.SetPanicOnFault(true) // see mappedFile
 	defer func() {
+		debug.SetPanicOnFault(old)
 		if r := recover(); r != nil {
 			w.problem("internal error while reading the file: %v", r)
 		}
@@ -255,14 +258,26 @@ func (w *walker) readPage(id uint64, depth int) ([]byte, bool) {
 		w.problem("page %d: out of range [2, %d)", id, w.meta.pgid)
 		return nil, false
 	}
-	for len(w.bufs) <= depth {
-		w.bufs = append(w.bufs, make([]byte, w.pageSize))
-	}
-	buf := w.bufs[depth][:w.pageSize]
 	off := int64(id) * int64(w.pageSize)
-	if n, err := w.r.ReadAt(buf, off); n < len(buf) {
-		w.problem("page %d: unreadable: %v", id, err)
-		return nil, false
+	m, mapped := w.r.(*mappedFile)
+	var buf []byte
+	if mapped {
+		// No copy: the walk then touches only the bytes it checks
+		// (headers, element tables, keys), as bbolt's walk does.
+		var ok bool
+		if buf, ok = m.slice(off, int64(w.pageSize)); !ok {
+			w.problem("page %d: past the end of the file", id)
+			return nil, false
+		}
+	} else {
+		for len(w.bufs) <= depth {
+			w.bufs = append(w.bufs, make([]byte, w.pageSize))
+		}
+		buf = w.bufs[depth][:w.pageSize]
+		if n, err := w.r.ReadAt(buf, off); n < len(buf) {
+			w.problem("page %d: unreadable: %v", id, err)
+			return nil, false
+		}
 	}
 	overflow := uint64(ne.Uint32(buf[12:]))
 	if id+overflow >= w.meta.pgid {
@@ -278,7 +293,13 @@ func (w *walker) readPage(id uint64, depth int) ([]byte, bool) {
 		w.problem("page %d: reached twice (two parents share it, or the tree loops)", id)
 		return nil, false
 	}
-	if overflow > 0 {
+	if overflow > 0 && mapped {
+		var ok bool
+		if buf, ok = m.slice(off, int64(total)); !ok {
+			w.problem("page %d: overflow past the end of the file", id)
+			return nil, false
+		}
+	} else if overflow > 0 {
 		if uint64(cap(w.bufs[depth])) < total {
 			nb := make([]byte, total)
 			copy(nb, buf)

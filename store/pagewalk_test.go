@@ -49,6 +49,7 @@ func TestLockFollowsTheName(t *testing.T) {
 // bytes somewhere, walk without a panic and quickly (go test -fuzz FuzzWalk
 // explores further, slowly: its inputs are whole files).
 func TestWalkSurvivesMutations(t *testing.T) {
+	t.Parallel()
 	seed := fuzzSeed(t)
 	rng := rand.New(rand.NewSource(1))
 	data := make([]byte, len(seed))

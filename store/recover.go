@@ -37,9 +37,9 @@ type Recovered struct {
 // that a stranger should not read.
 func (r *Recovered) Message() string {
 	s := r.Salvaged
-	msg := fmt.Sprintf("the database was damaged (%d problems found at start) and was set aside on %s; "+
-		"a fresh one holds what could be read: %d sessions, %d messages, %d cron jobs",
-		r.ProblemCount, r.At.UTC().Format("2006-01-02 15:04 UTC"), s.Sessions, s.Messages, s.CronJobs)
+	msg := fmt.Sprintf("the database was found damaged at start on %s and set aside; "+
+		"a fresh one holds what could be read from it: %d sessions, %d messages, %d cron jobs",
+		r.At.UTC().Format("2006-01-02 15:04 UTC"), s.Sessions, s.Messages, s.CronJobs)
 	if s.Error != "" {
 		msg += " (the copy stopped early)"
 	}
@@ -171,20 +171,38 @@ func pruneDamaged(path string, keep int) {
 
 // finishRecovery copies what is readable from the damaged copy into the
 // fresh database and keeps the note.
+//
+// The note is written before the copy starts, saying it did not finish, and
+// rewritten after: a power cut during the copy leaves a note that says so
+// (and the damaged copy, for `perch db salvage`).
 func (db *DB) finishRecovery(rec *Recovered) {
+	db.recovered = rec
+	db.recoveredNow = true
+	rec.Salvaged.Error = "interrupted before the copy finished"
+	noteErr := db.saveRecovered(rec)
 	rep, err := db.salvageFrom(rec.DamagedPath)
 	rec.Salvaged = rep
 	if err != nil {
 		rec.Salvaged.Error = err.Error()
 	}
-	db.recovered = rec
-	data, err := json.Marshal(rec)
-	if err == nil {
-		err = db.update(func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(BucketMeta)).Put(keyRecovered, data)
-		})
+	if err := db.saveRecovered(rec); err != nil && noteErr == nil {
+		noteErr = err
 	}
-	if err != nil {
-		rec.Salvaged.Error = strings.TrimPrefix(rec.Salvaged.Error+"; ", "; ") + "keeping the note: " + err.Error()
+	if noteErr != nil {
+		rec.Salvaged.Error = strings.TrimPrefix(rec.Salvaged.Error+"; ", "; ") + "keeping the note: " + noteErr.Error()
 	}
 }
+
+func (db *DB) saveRecovered(rec *Recovered) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return db.update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(BucketMeta)).Put(keyRecovered, data)
+	})
+}
+
+// RecoveredAtOpen reports whether this Open set a damaged file aside (a
+// command-line tool warns then; Recovered also returns earlier recoveries).
+func (db *DB) RecoveredAtOpen() bool { return db.recoveredNow }

@@ -17,6 +17,7 @@ import (
 // others stay, and the count follows.
 func TestDeleteIdleSessions(t *testing.T) {
 	db := storetest.Open(t)
+	store.NoSyncForTest(db)
 	for i := 0; i < 100; i++ {
 		db.Append(fmt.Sprint("old", i), []store.Message{user("x")}, store.Usage{}, 100)
 	}
@@ -56,6 +57,7 @@ func TestDeleteIdleSessions(t *testing.T) {
 func TestSessionCountStaysExact(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "perch.db")
 	db, _ := store.Open(path, store.Options{})
+	store.NoSyncForTest(db)
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
@@ -90,8 +92,10 @@ func TestSessionCountStaysExact(t *testing.T) {
 // mostly free pages; the next open compacts it, keeping every record, and
 // an interrupted compaction's leftover is cleaned up.
 func TestCompactionReclaimsSpace(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "perch.db")
 	db, _ := store.Open(path, store.Options{})
+	store.NoSyncForTest(db)
 	big := strings.Repeat("y", 40<<10)
 	var wg sync.WaitGroup
 	for i := 0; i < 160; i++ {

@@ -92,7 +92,9 @@ func (db *DB) salvageFrom(path string) (rep SalvageReport, err error) {
 	if err != nil {
 		return rep, fmt.Errorf("store: salvage %s: %w", path, err)
 	}
-	metas, metaProblems := readMetas(f, st.Size())
+	r, unmap := mapFile(f, st.Size())
+	defer unmap()
+	metas, metaProblems := readMetas(r, st.Size())
 	if len(metas) == 0 {
 		rep.Problems, rep.ProblemCount = metaProblems, len(metaProblems)
 		return rep, fmt.Errorf("store: salvage %s: no valid meta page, nothing can be read: %v", path, errors.Join(toErrors(metaProblems)...))
@@ -103,16 +105,16 @@ func (db *DB) salvageFrom(path string) (rep SalvageReport, err error) {
 	// and copy from the better one.
 	chosen := metas[0]
 	if len(metas) == 2 {
-		newest := dryRun(f, st.Size(), metas[0])
+		newest := dryRun(r, st.Size(), metas[0])
 		if newest.problems > 0 {
-			if older := dryRun(f, st.Size(), metas[1]); older.records > newest.records {
+			if older := dryRun(r, st.Size(), metas[1]); older.records > newest.records {
 				chosen = metas[1]
 				rep.OlderMeta = true
 			}
 		}
 	}
 	v := &salvageVisitor{db: db, rep: &rep, mtime: st.ModTime().UTC()}
-	w := newWalker(f, st.Size(), chosen, v)
+	w := newWalker(r, st.Size(), chosen, v)
 	w.run()
 	v.flush()
 	rep.Problems = append(rep.Problems, w.problems...)

@@ -47,6 +47,7 @@ func TestCheckFileSoundAndDamaged(t *testing.T) {
 // TestCheckFileRefusesWhileOpen: the check takes the lock, so it never
 // reads a file a gateway is writing.
 func TestCheckFileRefusesWhileOpen(t *testing.T) {
+	t.Parallel()
 	db := storetest.Open(t)
 	start := time.Now()
 	if _, err := store.CheckFile(db.Path()); !errors.Is(err, store.ErrLocked) {
@@ -64,31 +65,14 @@ func TestCheckFileRefusesWhileOpen(t *testing.T) {
 // only the records on it; every other session, job and device record is
 // copied, and the result is a sound database.
 func TestSalvageCopiesWhatIsReadable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "perch.db")
 	populate(t, src, 80)
 	// Damage a page holding one session's messages (a page high in the
 	// tree, the sessions bucket's own, would cost every session under it
 	// unless the previous transaction's tree has it).
-	data, _ := os.ReadFile(src)
-	ps := os.Getpagesize()
-	var pages []int
-	for i, rest := 0, data; ; {
-		j := bytes.Index(rest, []byte(`"content":"q1 `))
-		if j < 0 {
-			break
-		}
-		i += j
-		if len(pages) == 0 || pages[len(pages)-1] != i/ps {
-			pages = append(pages, i/ps)
-		}
-		i++
-		rest = data[i:]
-	}
-	if len(pages) < 10 {
-		t.Fatalf("message pages: %v", pages)
-	}
-	pg := pages[len(pages)/2]
+	pg := messagePage(t, src)
 	smash(t, src, int64(pg), 11)
 	dst := filepath.Join(dir, "salvaged.db")
 	rep, err := store.Salvage(src, dst)

@@ -288,7 +288,7 @@ func writeSeries(qb *bolt.Bucket, rs []Reading) error {
 // block then ends at or before the retention horizon).
 func expire(qb *bolt.Bucket, kind byte, limit int64) error {
 	c := qb.Cursor()
-	for k, _ := c.Seek([]byte{kind}); k != nil && len(k) == 5 && k[0] == kind; k, _ = c.Seek([]byte{kind}) {
+	for k, _ := c.Seek([]byte{kind}); len(k) == 5 && k[0] == kind; k, _ = c.Seek([]byte{kind}) {
 		if int64(binary.BigEndian.Uint32(k[1:])) > limit {
 			return nil
 		}
@@ -726,7 +726,8 @@ func (db *DB) SensorSeriesList() ([]SensorSeriesInfo, error) {
 				}
 				// The newest raw sample: in the last block before the
 				// keys after 'r' ("unit").
-				k, v := c.Seek([]byte{'s'})
+				var v []byte
+				k, _ := c.Seek([]byte{'s'})
 				if k == nil {
 					k, v = c.Last()
 				} else {

@@ -70,12 +70,13 @@ type DB struct {
 
 	// sessions counts the sessions bucket's entries, so readiness and
 	// status need not walk it.
-	sessions   atomic.Int64
-	recovered  *Recovered
-	compaction *Compaction
-	damage     atomic.Pointer[damageNote]
-	sweep      *sweeper
-	sensors    *sensorBuffer
+	sessions     atomic.Int64
+	recovered    *Recovered
+	recoveredNow bool
+	compaction   *Compaction
+	damage       atomic.Pointer[damageNote]
+	sweep        *sweeper
+	sensors      *sensorBuffer
 }
 
 type op struct {

@@ -238,6 +238,7 @@ func TestClosedRefusesWrites(t *testing.T) {
 // mid-stream and checks that every append it acknowledged is on disk and the
 // file is consistent.
 func TestCrashLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "perch.db")
 	for round := 0; round < 3; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
