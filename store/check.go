@@ -94,7 +94,7 @@ func CheckFile(path string) (*CheckReport, error) {
 	if _, err := os.Stat(markerPath(path)); err == nil {
 		rep.Unclean = true
 	}
-	r, unmap := mapFile(f, st.Size())
+	r, unmap := loadFile(f, st.Size())
 	c := verifyFile(r, st.Size(), true, false)
 	unmap()
 	c.fill(rep)

@@ -58,7 +58,7 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 	var rec *Recovered
 	sessions := 0
 	if st.Size() > 0 {
-		r, unmap := mapFile(f, st.Size())
+		r, unmap := loadFile(f, st.Size())
 		chk := verifyFile(r, st.Size(), unclean, !unclean)
 		unmap()
 		switch {

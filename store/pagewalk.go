@@ -208,7 +208,7 @@ func (w *walker) stopped() bool { return w.stopEarly && w.nProblems > 0 }
 // checks every bound) is reported as a problem rather than ending the
 // process.
 func (w *walker) run() {
-	old := debug.SetPanicOnFault(true) // see mappedFile
+	old := debug.SetPanicOnFault(true) // see fileBytes
 	defer func() {
 		debug.SetPanicOnFault(old)
 		if r := recover(); r != nil {
@@ -259,7 +259,7 @@ func (w *walker) readPage(id uint64, depth int) ([]byte, bool) {
 		return nil, false
 	}
 	off := int64(id) * int64(w.pageSize)
-	m, mapped := w.r.(*mappedFile)
+	m, mapped := w.r.(*fileBytes)
 	var buf []byte
 	if mapped {
 		// No copy: the walk then touches only the bytes it checks
@@ -387,9 +387,7 @@ func (w *walker) walkNode(id uint64, p []byte, depth int, lo, hi []byte) {
 				w.problem("page %d (branch): %v", id, err)
 				return
 			}
-			if !w.ordered(id, i, prev, k, lo, hi) {
-				return
-			}
+			w.ordered(id, i, prev, k, lo, hi)
 			next := hi
 			if i+1 < count {
 				if _, nk, _, _, err := elemAt(p, i+1, false); err == nil {
@@ -407,9 +405,7 @@ func (w *walker) walkNode(id uint64, p []byte, depth int, lo, hi []byte) {
 				w.problem("page %d (leaf): %v", id, err)
 				return
 			}
-			if !w.ordered(id, i, prev, k, lo, hi) {
-				return
-			}
+			w.ordered(id, i, prev, k, lo, hi)
 			prev = k
 			if ef&^leafFlagBucket != 0 {
 				w.problem("page %d: element %d has unknown flags %#x", id, i, ef)
@@ -426,17 +422,17 @@ func (w *walker) walkNode(id uint64, p []byte, depth int, lo, hi []byte) {
 	}
 }
 
-// ordered checks that key k (element i) follows prev and lies in [lo, hi).
-func (w *walker) ordered(id uint64, i int, prev, k, lo, hi []byte) bool {
+// ordered checks that key k (element i) follows prev and lies in [lo, hi),
+// as bbolt's own check does. Keys out of order are damage (bbolt's searches
+// go wrong) but no danger to the walk, which goes on: salvage copies those
+// records too.
+func (w *walker) ordered(id uint64, i int, prev, k, lo, hi []byte) {
 	switch {
 	case prev != nil && bytes.Compare(prev, k) >= 0:
 		w.problem("page %d: keys out of order at element %d", id, i)
 	case lo != nil && bytes.Compare(k, lo) < 0, hi != nil && bytes.Compare(k, hi) >= 0:
 		w.problem("page %d: element %d's key lies outside its parent's range", id, i)
-	default:
-		return true
 	}
-	return false
 }
 
 // walkBucket walks the nested bucket whose header is v.

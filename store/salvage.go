@@ -92,7 +92,7 @@ func (db *DB) salvageFrom(path string) (rep SalvageReport, err error) {
 	if err != nil {
 		return rep, fmt.Errorf("store: salvage %s: %w", path, err)
 	}
-	r, unmap := mapFile(f, st.Size())
+	r, unmap := loadFile(f, st.Size())
 	defer unmap()
 	metas, metaProblems := readMetas(r, st.Size())
 	if len(metas) == 0 {
