@@ -206,3 +206,18 @@ func (db *DB) saveRecovered(rec *Recovered) error {
 // RecoveredAtOpen reports whether this Open set a damaged file aside (a
 // command-line tool warns then; Recovered also returns earlier recoveries).
 func (db *DB) RecoveredAtOpen() bool { return db.recoveredNow }
+
+// Health is the store's readiness check: false with the reason when the
+// store is closed or met damage while running (a restart deals with it),
+// else true with a message that names no path or session: the recovery, if
+// a damaged file was set aside and its copy is still there (the gateway
+// serves meanwhile), or the size and session count.
+func (db *DB) Health() (ok bool, message string) {
+	if err := db.Ping(); err != nil {
+		return false, err.Error()
+	}
+	if r := db.Recovered(); r != nil {
+		return true, r.Message()
+	}
+	return true, fmt.Sprintf("%d sessions, %d KiB", db.SessionCount(), db.Size()>>10)
+}

@@ -426,3 +426,62 @@ func TestRecoveryNoteLastsUntilCopyDeleted(t *testing.T) {
 		t.Fatal("note outlived its damaged copy")
 	}
 }
+
+// TestHealthSaysWhatHappened: readiness stays ok after a recovery and says
+// so without naming paths or sessions.
+func TestHealthSaysWhatHappened(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	populate(t, path, 3)
+	db, _ := store.Open(path, store.Options{})
+	if ok, msg := db.Health(); !ok || msg != "3 sessions, "+fmt.Sprint(db.Size()>>10)+" KiB" {
+		t.Fatalf("healthy: %v %q", ok, msg)
+	}
+	db.Close()
+	if err := os.Truncate(path, int64(2.5*float64(os.Getpagesize()))); err != nil {
+		t.Fatal(err)
+	}
+	db, _ = store.Open(path, store.Options{})
+	ok, msg := db.Health()
+	if !ok || !strings.Contains(msg, "damaged") || strings.Contains(msg, path) || strings.Contains(msg, "telegram:") {
+		t.Fatalf("after recovery: %v %q", ok, msg)
+	}
+	db.Close()
+	if ok, msg := db.Health(); ok {
+		t.Fatalf("closed store healthy: %q", msg)
+	}
+}
+
+// TestDamageWhileRunning: a file cut short under a running store (a failing
+// card, another program) makes reads fault on pages that are gone; the
+// store turns the fault into an ErrDamaged error instead of dying, reports
+// it in Health, keeps the unclean marker, and the next start recovers.
+func TestDamageWhileRunning(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	populate(t, path, 30)
+	db, err := store.Open(path, store.Options{CacheSessions: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(2*os.Getpagesize())); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.History("telegram:1005")
+	if !errors.Is(err, store.ErrDamaged) {
+		t.Fatalf("read of a vanished page: %v", err)
+	}
+	if ok, msg := db.Health(); ok || !strings.Contains(msg, "restart perch") {
+		t.Fatalf("health = %v %q", ok, msg)
+	}
+	db.Close()
+	if _, err := os.Stat(path + ".open"); err != nil {
+		t.Fatal("the marker was removed after damage")
+	}
+	db, err = store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if r := db.Recovered(); r == nil || !r.UncleanShutdown {
+		t.Fatalf("not recovered at the next start: %+v", r)
+	}
+}
