@@ -42,7 +42,7 @@ func lockFile(path string, write bool, timeout time.Duration, holder func() stri
 			}
 			if time.Now().After(deadline) {
 				f.Close()
-				return nil, lockedError(path, holder)
+				return nil, lockedError(path, write, holder)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -53,14 +53,18 @@ func lockFile(path string, write bool, timeout time.Duration, holder func() stri
 	}
 }
 
-func lockedError(path string, holder func() string) error {
+func lockedError(path string, write bool, holder func() string) error {
 	who := "another perch process"
 	if holder != nil {
 		if h := holder(); h != "" {
 			who += " (" + h + ")"
 		}
 	}
-	return fmt.Errorf("%w by %s: %s; stop it first, or use the CLI while it runs (it talks to the gateway's API)", ErrLocked, who, path)
+	fix := "stop it first, or use the CLI while it runs (it talks to the gateway's API)"
+	if !write {
+		fix = "stop the gateway first (systemctl stop perch)"
+	}
+	return fmt.Errorf("%w by %s: %s; %s", ErrLocked, who, path, fix)
 }
 
 // samePath reports whether path still names the file f has open.
