@@ -76,6 +76,13 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		return nil, err
 	}
 	s.Store = db
+	if r := db.Recovered(); r != nil {
+		log.Warn("the database was damaged and set aside; a fresh one holds what could be read",
+			"damaged_copy", r.DamagedPath, "when", r.At, "reason", r.Reason, "salvaged", r.Salvaged.String())
+	}
+	if c := db.Compaction(); c != nil {
+		log.Info("database compacted", "before_bytes", c.Before, "after_bytes", c.After, "took", c.Duration, "error", c.Error)
+	}
 	prov, err := provider.New(ctx, cfg, log)
 	switch {
 	case err == nil:
