@@ -53,7 +53,7 @@ func TestWalkSurvivesMutations(t *testing.T) {
 	seed := fuzzSeed(t)
 	rng := rand.New(rand.NewSource(1))
 	data := make([]byte, len(seed))
-	n := 1500
+	n := 800
 	if testing.Short() {
 		n = 200
 	}

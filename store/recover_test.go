@@ -226,7 +226,7 @@ func TestDamagedDatabaseDoesNotCrash(t *testing.T) {
 func TestEveryPageDamaged(t *testing.T) {
 	t.Parallel()
 	src := filepath.Join(t.TempDir(), "perch.db")
-	populate(t, src, 40)
+	populate(t, src, 25)
 	orig, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)

@@ -191,11 +191,11 @@ func TestSensorSizeBound(t *testing.T) {
 	}
 	day := 24 * time.Hour
 	sine := func(ts time.Time) float64 { return 20 + 5*math.Sin(float64(ts.Unix())/3600) }
-	// Every hour of the year gets its rollup at one sample in five
+	// Every hour of the year gets its rollup at one sample in ten
 	// minutes (quicker to write); the last three days are at one a
 	// minute, so every raw block kept is full.
 	span := func(from, to time.Time) {
-		appendSpan(t, db, []string{"s"}, from, to.Add(-3*day), 5*time.Minute, sine)
+		appendSpan(t, db, []string{"s"}, from, to.Add(-3*day), 10*time.Minute, sine)
 		appendSpan(t, db, []string{"s"}, to.Add(-3*day), to, time.Minute, sine)
 	}
 	span(t0, t0.Add(365*day))
