@@ -77,11 +77,18 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 			return fmt.Sprintf("pid %d", p.PID)
 		}
 		return ""
-	}})
+	}, SessionTTL: time.Duration(cfg.Agents.Defaults.SessionTTLDays) * 24 * time.Hour})
 	if err != nil {
 		return nil, err
 	}
 	s.Store = db
+	if r := db.Recovered(); r != nil {
+		log.Warn("the database was damaged and set aside; a fresh one holds what could be read",
+			"damaged_copy", r.DamagedPath, "when", r.At, "reason", r.Reason, "salvaged", r.Salvaged.String())
+	}
+	if c := db.Compaction(); c != nil {
+		log.Info("database compacted", "before_bytes", c.Before, "after_bytes", c.After, "took", c.Duration, "error", c.Error)
+	}
 	prov, err := provider.FromConfig(ctx, cfg, log)
 	switch {
 	case err == nil:
@@ -256,16 +263,22 @@ func (s *System) addChannels() error {
 }
 
 func (s *System) registerChecks() {
+	// A database that was damaged and replaced still serves: the check is
+	// ok and says so, until the owner deletes the damaged copy.
 	s.Checks.Register("store", func(context.Context) (bool, string) {
-		if err := s.Store.Ping(); err != nil {
-			return false, err.Error()
+		ok, msg := s.Store.Health()
+		if r := s.Store.Recovered(); ok && r != nil {
+			msg = r.Detail()
 		}
-		return true, fmt.Sprintf("bbolt %s (%d KiB)", s.Store.Path(), s.Store.Size()>>10)
+		return ok, msg
 	}, gateway.PublicMessage(func(ok bool) string {
-		if ok {
-			return "the database answers"
+		if !ok {
+			return "the database does not answer"
 		}
-		return "the database does not answer"
+		if r := s.Store.Recovered(); r != nil {
+			return r.Message()
+		}
+		return "the database answers"
 	}))
 	s.Checks.Register("provider", func(context.Context) (bool, string) {
 		p, err := s.Agent.Provider()

@@ -123,9 +123,12 @@ func (db *DB) Append(key string, msgs []chat.Message, usage chat.Usage, limit in
 	}
 	now := time.Now().UTC()
 	var trimmed int
+	var created bool
 	err := db.update(func(tx *bolt.Tx) error {
 		trimmed = 0
-		sess, err := tx.Bucket([]byte(BucketSessions)).CreateBucketIfNotExists([]byte(key))
+		sb := tx.Bucket([]byte(BucketSessions))
+		created = sb.Bucket([]byte(key)) == nil
+		sess, err := sb.CreateBucketIfNotExists([]byte(key))
 		if err != nil {
 			return err
 		}
@@ -182,6 +185,9 @@ func (db *DB) Append(key string, msgs []chat.Message, usage chat.Usage, limit in
 	})
 	if err != nil {
 		return fmt.Errorf("store: append to session %q: %w", key, err)
+	}
+	if created {
+		db.sessions.Add(1)
 	}
 	db.cache.appended(key, msgs, trimmed)
 	return nil
@@ -248,15 +254,19 @@ func (db *DB) History(key string) ([]chat.Message, error) {
 
 // Reset deletes session key's history (the /new command).
 func (db *DB) Reset(key string) error {
+	var existed bool
 	err := db.update(func(tx *bolt.Tx) error {
 		sb := tx.Bucket([]byte(BucketSessions))
-		if sb.Bucket([]byte(key)) == nil {
+		if existed = sb.Bucket([]byte(key)) != nil; !existed {
 			return nil
 		}
 		return sb.DeleteBucket([]byte(key))
 	})
 	if err != nil {
 		return fmt.Errorf("store: reset session %q: %w", key, err)
+	}
+	if existed {
+		db.sessions.Add(-1)
 	}
 	db.cache.drop(key)
 	return nil

@@ -240,6 +240,7 @@ func TestClosedRefusesWrites(t *testing.T) {
 // mid-stream and checks that every append it acknowledged is on disk and the
 // file is consistent.
 func TestCrashLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "perch.db")
 	for round := 0; round < 3; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -283,6 +284,10 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 func TestMain(m *testing.M) {
 	if path := os.Getenv("STORE_CRASH_CHILD"); path != "" {
 		crashChild(path)
+		return
+	}
+	if path := os.Getenv("STORE_OPEN_CHILD"); path != "" {
+		openChildMain(path)
 		return
 	}
 	os.Exit(m.Run())

@@ -85,7 +85,7 @@ the message (or the command's output) is sent as is to --channel and --to.
 			if err != nil {
 				return err
 			}
-			jobs, done, err := openJobs(ctx, cfg)
+			jobs, done, err := openJobs(ctx, cfg, e.Stderr)
 			if err != nil {
 				return err
 			}
@@ -165,13 +165,16 @@ var flagWords = strings.NewReplacer(
 
 // openJobs returns the jobs of the running gateway, or of the database
 // when none runs.
-func openJobs(ctx context.Context, cfg *config.Config) (api.Jobs, func(), error) {
+func openJobs(ctx context.Context, cfg *config.Config, stderr io.Writer) (api.Jobs, func(), error) {
 	if c, err := client.Find(ctx, cfg.PIDPath(), cfg.Gateway.APIToken.Value()); err == nil {
 		return c, func() {}, nil
 	}
 	db, err := store.Open(cfg.DBPath(), store.Options{})
 	if err != nil {
 		return nil, nil, err
+	}
+	if db.RecoveredAtOpen() {
+		fmt.Fprintf(stderr, "perch: warning: %s\n", db.Recovered().Detail())
 	}
 	loc, err := cfg.Location()
 	if err != nil {

@@ -57,6 +57,7 @@ type AgentDefaults struct {
 	MaxQueuedTurns      int      `json:"max_queued_turns"`
 	TurnTimeoutSeconds  int      `json:"turn_timeout_seconds"`
 	HistoryLimit        int      `json:"history_limit"`
+	SessionTTLDays      int      `json:"session_ttl_days"` // idle sessions older than this are deleted; 0 keeps them
 	RestrictToWorkspace bool     `json:"restrict_to_workspace"`
 	Timezone            string   `json:"timezone"`
 	FallbackModels      []string `json:"fallback_models"`
@@ -199,6 +200,7 @@ func Default() *Config {
 			MaxQueuedTurns:      64,
 			TurnTimeoutSeconds:  300,
 			HistoryLimit:        200,
+			SessionTTLDays:      90,
 			RestrictToWorkspace: true,
 			FallbackModels:      []string{},
 		}},

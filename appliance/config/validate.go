@@ -44,6 +44,9 @@ func (c *Config) Validate() error {
 	if d.HistoryLimit < 100 {
 		bad("agents.defaults.history_limit", "must be at least 100 (the last 100 messages are always kept), got %d", d.HistoryLimit)
 	}
+	if d.SessionTTLDays < 0 || d.SessionTTLDays > 36500 {
+		bad("agents.defaults.session_ttl_days", "must be between 0 (keep sessions forever) and 36500 days, got %d", d.SessionTTLDays)
+	}
 	if d.Timezone != "" {
 		if _, err := time.LoadLocation(d.Timezone); err != nil {
 			bad("agents.defaults.timezone", "unknown time zone %q (use an IANA name such as Europe/Berlin; is tzdata installed?)", d.Timezone)
