@@ -75,7 +75,7 @@ func TestAdminCronAPI(t *testing.T) {
 		t.Errorf("next_run %v is not 09:00 in Berlin", added.NextRun)
 	}
 
-	// The listed form: the fields of spec §2.6, a schedule object with one
+	// The listed form: the job's fields, a schedule object with one
 	// kind, and no internal fields.
 	var listed []map[string]any
 	call(t, base, "GET", "/admin/cron", "", &listed)

@@ -88,7 +88,7 @@ func TestRunJobDeliverQueueFull(t *testing.T) {
 }
 
 // deliver=false: the job's message reaches the agent as a user message
-// (CONTRACT), and the reply goes to channel/to when they name an external
+// (what scripts rely on), and the reply goes to channel/to when they name an external
 // chat.
 func TestRunJobAsksTheAgent(t *testing.T) {
 	tests := []struct {

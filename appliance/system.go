@@ -297,12 +297,15 @@ func (s *System) registerChecks() {
 	}
 	// The sandbox fails the check only under tools.exec.require_sandbox.
 	s.Checks.Register("sandbox", func(context.Context) (bool, string) { return s.Sandbox.Status() })
-	// Hardware informs; it never makes the gateway unready (CONTRACT.md).
+	// Hardware informs; it never makes the gateway unready: a missing bus or
+	// sensor must not stop the board answering chat.
 	s.Checks.Register("sensors", func(context.Context) (bool, string) { return s.Sensors.Check() })
 	s.Checks.Register("devices", func(context.Context) (bool, string) { return s.Devices.Check() })
 }
 
-// Start starts the services in spec §1's order and serves HTTP.
+// Start starts the services in order (agent, channels, cron, heartbeat,
+// devices) and serves HTTP last, so a request never meets a half-built
+// system.
 func (s *System) Start(ctx context.Context) error {
 	steps := []struct {
 		name string
@@ -358,7 +361,7 @@ func (s *System) Start(ctx context.Context) error {
 // can reach any more.
 func (s *System) Failed() <-chan error { return s.failed }
 
-// Stop shuts down in spec §1's order: stop accepting requests, cancel the
+// Stop shuts down from the outside in: stop accepting requests, cancel the
 // agent's turns, stop the HTTP server, then heartbeat, cron, agent,
 // channels; last the store.
 func (s *System) Stop(ctx context.Context) error {

@@ -78,7 +78,7 @@ type Loop struct {
 	subagents *Subagents
 	started   time.Time
 	// base is cancelled by Stop: every turn's context derives from it, so
-	// shutting down cancels turns in flight (spec §1).
+	// shutting down cancels turns in flight instead of waiting for them.
 	base       context.Context
 	cancelBase context.CancelFunc
 	consumerWG sync.WaitGroup

@@ -28,7 +28,7 @@ func TestScheduleDescribe(t *testing.T) {
 }
 
 // TestJobJSON: a job lists as the flat object the CLI's --json and scripts
-// read: the spec's fields beside id and state, never nested.
+// read: the job's fields beside id and state, never nested.
 func TestJobJSON(t *testing.T) {
 	j := Job{ID: "x1", JobSpec: JobSpec{Message: "tea", Schedule: Schedule{AtSeconds: i64(60)}}, Enabled: true}
 	b, _ := json.Marshal(j)

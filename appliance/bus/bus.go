@@ -13,7 +13,7 @@ import (
 )
 
 // Internal channels never reach an external platform; their messages are
-// logged only (spec §6 rule 1).
+// logged only: they have no platform to deliver to.
 const (
 	ChannelCLI      = "cli"
 	ChannelSystem   = "system"

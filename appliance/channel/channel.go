@@ -6,7 +6,8 @@
 // Manager starts the enabled ones, and its dispatcher takes each outbound
 // message from the bus and hands it to the channel it names. Messages for
 // the internal channels (cli, system, subagent) are only logged; messages for
-// a channel that is not registered are dropped with a warning (spec §6).
+// a channel that is not registered are dropped with a warning, since nothing
+// could deliver them.
 //
 // A channel of one account must run in one gateway only: platforms deliver
 // each update once, to whichever connection holds it.

@@ -223,7 +223,7 @@ func TestChat(t *testing.T) {
 	if ui, ok := body["ui_commands"].([]any); !ok || len(ui) != 0 {
 		t.Errorf("ui_commands = %#v, want []", body["ui_commands"])
 	}
-	// Spec §4.1 rule 1: no session_key means rest:default.
+	// No session_key means rest:default.
 	if h, err := r.db.History("rest:default"); err != nil || len(h) != 2 {
 		t.Errorf("rest:default history = %d messages (%v), want 2", len(h), err)
 	}

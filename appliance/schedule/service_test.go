@@ -168,7 +168,7 @@ func TestAddRejectsInvalid(t *testing.T) {
 }
 
 // A one-time job fires once, records its run and is then disabled with no
-// next run (CONTRACT: cron list).
+// next run: a one-time job that ran will not run again.
 func TestOneTimeJobFires(t *testing.T) {
 	for _, at := range []int64{0, 1} {
 		t.Run(time.Duration(at*int64(time.Second)).String(), func(t *testing.T) {

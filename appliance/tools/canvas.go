@@ -8,7 +8,7 @@ import (
 	"github.com/perchhq/perch/appliance/api"
 )
 
-// Canvas node types and actions (spec §4.4).
+// Canvas node types and actions: what the page knows how to draw.
 var (
 	canvasActions = []string{"create_node", "update_node", "delete_node", "clear"}
 	canvasTypes   = []string{"text", "code", "image", "video"}

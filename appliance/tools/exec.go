@@ -16,11 +16,11 @@ type CommandRunner interface {
 	Run(ctx context.Context, c sandbox.Command) (sandbox.Result, error)
 }
 
-// NewExec returns the exec tool (spec §4.4): `sh -c command` in the
+// NewExec returns the exec tool: `sh -c command` in the
 // workspace, or in working_dir inside it.
 //
-// Two layers stand between the model and the machine. The deny list of spec
-// §8 (sandbox.CheckCommand: rm -rf, mkfs, dd if=, writes to disks, shutdown,
+// Two layers stand between the model and the machine. The deny list
+// (sandbox.CheckCommand: rm -rf, mkfs, dd if=, writes to disks, shutdown,
 // reboot, fork bombs, sudo, …) is a guard rail: it refuses the obvious early
 // and says which rule, but a determined command gets past any list. The
 // security boundary is the sandbox the Runner puts every command in

@@ -22,7 +22,7 @@ func NewHardware(sensors *sensor.Set) []Tool {
 	return []Tool{NewI2C(), NewSPI(), NewSensor(sensors)}
 }
 
-// NewI2C returns the i2c tool (spec §4.4): detect buses, scan one, read and
+// NewI2C returns the i2c tool: detect buses, scan one, read and
 // write bytes. Writes need confirm: true.
 func NewI2C() Tool {
 	return Func{
@@ -208,7 +208,7 @@ func scanReport(r i2c.ScanResult) string {
 	return strings.TrimRight(sb.String(), "\n")
 }
 
-// NewSPI returns the spi tool (spec §4.4): list devices, full-duplex
+// NewSPI returns the spi tool: list devices, full-duplex
 // transfer (needs confirm: true), read.
 func NewSPI() Tool {
 	return Func{

@@ -71,7 +71,7 @@ func (m *message) run(ctx context.Context, args Args) Result {
 		return Errorf("message: not sent: %w", err)
 	}
 	if internal {
-		// The dispatcher only logs internal channels (spec §6 rule 1): say
+		// The dispatcher only logs internal channels: say
 		// so, or the model believes a person read it.
 		return Silent(fmt.Sprintf("message logged on the internal channel %s; no chat platform received it", channel))
 	}
