@@ -5,8 +5,9 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/perchhq/perch/drivers/hwtest"
 	"periph.io/x/conn/v3/i2c/i2ctest"
+
+	"github.com/perchhq/perch/drivers/hwtest"
 )
 
 // TestMeasuresMatchReadings: what Measures announces for each part is what
