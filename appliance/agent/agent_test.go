@@ -195,7 +195,9 @@ func TestSessionTurnsAreSerialised(t *testing.T) {
 			f.loop.Process(context.Background(), in("same", fmt.Sprint(i)))
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Both turns admitted: one at the provider, the other waiting for the
+	// session. Only then may the first finish.
+	waitStats(t, f.loop, func(s agent.Stats) bool { return s.Running+s.QueueDepth == 2 })
 	close(release)
 	wg.Wait()
 	if maxInFlight != 1 {
@@ -227,7 +229,7 @@ func TestBusyAndTimeout(t *testing.T) {
 			errs <- err
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitStats(t, f.loop, func(s agent.Stats) bool { return s.Running == 1 && s.QueueDepth == 1 })
 	// Two admitted (one running, one waiting): the third is refused at once.
 	start := time.Now()
 	_, err := f.loop.Process(context.Background(), in("b3", "x"))
@@ -362,7 +364,9 @@ func TestSkillsInPrompt(t *testing.T) {
 // provider; the turn ends with ErrStopped.
 func TestStopCancelsTurnsInFlight(t *testing.T) {
 	f := newFixture(t, nil)
+	atProvider := make(chan struct{}, 1)
 	f.fake.Default = func(providertest.ChatRequest) providertest.Reply {
+		atProvider <- struct{}{}
 		time.Sleep(3 * time.Second)
 		return providertest.Reply{Content: "late"}
 	}
@@ -371,10 +375,22 @@ func TestStopCancelsTurnsInFlight(t *testing.T) {
 		_, err := f.loop.Process(context.Background(), in("slow", "x"))
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	<-atProvider
 	start := time.Now()
 	f.loop.Stop(context.Background())
 	if err := <-errc; !errors.Is(err, agent.ErrStopped) || time.Since(start) > time.Second {
 		t.Fatalf("err %v after %v", err, time.Since(start))
+	}
+}
+
+// waitStats waits until the loop's figures satisfy cond: the turns a test
+// started have reached the state it needs, however slow the machine.
+func waitStats(t *testing.T, l *agent.Loop, cond func(agent.Stats) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(l.Stats()); {
+		if time.Now().After(deadline) {
+			t.Fatalf("loop never reached the expected state: %+v", l.Stats())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -132,3 +132,13 @@ func (c *limitConn) CloseWrite() error {
 	}
 	return nil
 }
+
+// inUse is how many slots connections hold now.
+func (l *limitListener) inUse() int { return len(l.slots) }
+
+// heldBy is how many connections the client at host holds now.
+func (l *limitListener) heldBy(host string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[attempts.ClientOf(net.JoinHostPort(host, "1"))]
+}

@@ -91,7 +91,13 @@ func TestConnectionsPerClientCapped(t *testing.T) {
 		t.Errorf("another client: %q, want 200", got)
 	}
 	held[0].Close()
-	time.Sleep(100 * time.Millisecond) // the server notices the close
+	// The server noticed the close.
+	for deadline := time.Now().Add(10 * time.Second); s.ln.(*limitListener).heldBy("127.0.0.2") >= len(held); {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never noticed the closed connection")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if got := getOn(t, dialFrom(t, "127.0.0.2", s.Addr())); !strings.Contains(got, "200") {
 		t.Errorf("after closing one, the client's new connection: %q, want 200", got)
 	}
@@ -122,7 +128,7 @@ func TestConnectionsCappedInTotal(t *testing.T) {
 	s := serveLimited(t, Options{MaxConns: 2, MaxConnsPerClient: 2})
 	a := dialFrom(t, "127.0.0.2", s.Addr())
 	dialFrom(t, "127.0.0.3", s.Addr())
-	time.Sleep(100 * time.Millisecond)
+	waitConns(t, s, func(n int) bool { return n == 2 })
 	waiting := dialFrom(t, "127.0.0.4", s.Addr())
 	waiting.SetDeadline(time.Now().Add(300 * time.Millisecond))
 	io.WriteString(waiting, "GET /open HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -142,12 +148,26 @@ func TestStopWhileAllSlotsTaken(t *testing.T) {
 	s := serveLimited(t, Options{MaxConns: 1, MaxConnsPerClient: 1, HeaderTimeout: 500 * time.Millisecond})
 	dialFrom(t, "127.0.0.2", s.Addr())
 	dialFrom(t, "127.0.0.3", s.Addr())
-	time.Sleep(100 * time.Millisecond)
+	waitConns(t, s, func(n int) bool { return n == 1 })
 	done := make(chan error, 1)
 	go func() { done <- s.Stop(t.Context()) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Stop hung")
+	}
+}
+
+// waitConns waits until the number of connections holding a slot
+// satisfies cond: the server has accepted (or noticed the close of) the
+// connections a test made, however slow the machine.
+func waitConns(t *testing.T, s *Server, cond func(int) bool) {
+	t.Helper()
+	l := s.ln.(*limitListener)
+	for deadline := time.Now().Add(10 * time.Second); !cond(l.inUse()); {
+		if time.Now().After(deadline) {
+			t.Fatalf("connections in use: %d", l.inUse())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
