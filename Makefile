@@ -24,7 +24,7 @@ build:
 	$(GOBUILD) -o bin/perch ./cmd/perch
 
 run: build
-	@if [ ! -f "$(RUN_HOME)/config.json" ]; then PERCH_HOME="$(RUN_HOME)" bin/perch onboard; fi
+	@if [ ! -f "$(RUN_HOME)/config.json" ]; then PERCH_HOME="$(RUN_HOME)" PERCH_GATEWAY_HOST=127.0.0.1 bin/perch onboard; fi
 	PERCH_HOME="$(RUN_HOME)" PERCH_GATEWAY_HOST=127.0.0.1 PERCH_SHOW_TOKEN=1 bin/perch gateway
 
 test:
