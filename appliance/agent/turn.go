@@ -53,10 +53,19 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		return nil, err
 	}
 	user := chat.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
-	// Durable before the provider is called: an acknowledged message is
-	// never lost, whatever happens to the call.
-	if err := sess.Append([]chat.Message{user}, chat.Usage{}); err != nil {
-		return nil, err
+	// The user's message is committed while the provider thinks: the call
+	// changes nothing, so the message need only be durable before a tool
+	// runs and before the reply leaves (userSaved), which takes one synced
+	// write off every turn's critical path. A message whose commit failed
+	// is never answered.
+	saved := make(chan error, 1)
+	go func() { saved <- sess.Append([]chat.Message{user}, chat.Usage{}) }()
+	var savedErr error
+	userSaved := func() error {
+		if saved != nil {
+			savedErr, saved = <-saved, nil
+		}
+		return savedErr
 	}
 
 	reg := l.opts.Tools
@@ -88,6 +97,9 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	for round := 0; round < l.opts.MaxToolIterations; round++ {
 		start := time.Now()
 		resp, err := p.Chat(ctx, req)
+		if serr := userSaved(); serr != nil {
+			return nil, serr
+		}
 		if err != nil {
 			l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "error",
 				"took", time.Since(start).Round(time.Microsecond), "err", err)
@@ -138,6 +150,9 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	}
 	if strings.TrimSpace(final) != "" {
 		added = append(added, chat.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})
+	}
+	if err := userSaved(); err != nil { // no provider round ran
+		return nil, err
 	}
 	if err := sess.Append(added, rep.Usage); err != nil {
 		return nil, err
