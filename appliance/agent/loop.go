@@ -43,6 +43,10 @@ type Options struct {
 	TurnTimeout        time.Duration
 	HistoryLimit       int
 	MaxSubagents       int
+	// UserCommitGrace is how long a provider call may run before the user's
+	// message is committed on its own (see userCommit); 0 means the default,
+	// negative commits at once.
+	UserCommitGrace time.Duration
 }
 
 // Reply is a turn's outcome.
@@ -117,6 +121,9 @@ func New(opts Options) *Loop {
 	}
 	if opts.MaxSubagents < 1 {
 		opts.MaxSubagents = 4
+	}
+	if opts.UserCommitGrace == 0 {
+		opts.UserCommitGrace = 25 * time.Millisecond
 	}
 	if opts.Tools == nil {
 		opts.Tools = tools.NewRegistry(opts.Log)

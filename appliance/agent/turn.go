@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/perchhq/perch/appliance/bus"
@@ -53,20 +54,8 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		return nil, err
 	}
 	user := chat.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
-	// The user's message is committed while the provider thinks: the call
-	// changes nothing, so the message need only be durable before a tool
-	// runs and before the reply leaves (userSaved), which takes one synced
-	// write off every turn's critical path. A message whose commit failed
-	// is never answered.
-	saved := make(chan error, 1)
-	go func() { saved <- sess.Append([]chat.Message{user}, chat.Usage{}) }()
-	var savedErr error
-	userSaved := func() error {
-		if saved != nil {
-			savedErr, saved = <-saved, nil
-		}
-		return savedErr
-	}
+	uc := newUserCommit(sess, user, l.opts.UserCommitGrace)
+	defer uc.stop()
 
 	reg := l.opts.Tools
 	defs := reg.ProviderDefinitions()
@@ -97,8 +86,12 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	for round := 0; round < l.opts.MaxToolIterations; round++ {
 		start := time.Now()
 		resp, err := p.Chat(ctx, req)
-		if serr := userSaved(); serr != nil {
-			return nil, serr
+		if err != nil || len(resp.ToolCalls) > 0 {
+			// Tools change things, and an error is an answer: either way
+			// the user's message is durable first.
+			if serr := uc.wait(); serr != nil {
+				return nil, serr
+			}
 		}
 		if err != nil {
 			l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "error",
@@ -151,7 +144,11 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	if strings.TrimSpace(final) != "" {
 		added = append(added, chat.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})
 	}
-	if err := userSaved(); err != nil { // no provider round ran
+	if uc.fold() {
+		// The model answered before the user's message was committed:
+		// one commit holds the whole exchange.
+		added = append([]chat.Message{user}, added...)
+	} else if err := uc.wait(); err != nil {
 		return nil, err
 	}
 	if err := sess.Append(added, rep.Usage); err != nil {
@@ -199,4 +196,76 @@ func userText(in bus.Inbound) string {
 		text += note
 	}
 	return text
+}
+
+// userCommit commits a turn's user message exactly once, at the latest
+// moment durability allows. The provider call changes nothing, so the
+// message need only be durable before a tool runs and before the reply
+// leaves: it is committed when the call outlasts a short grace (a real
+// model takes seconds, and the message should be safe meanwhile), before
+// the first tool, or, when the model answers within the grace, in the same
+// commit as the answer. Against a fast provider that is one synced write
+// per turn instead of two. A message whose commit failed is never answered.
+type userCommit struct {
+	sess  session
+	msg   chat.Message
+	timer *time.Timer
+
+	mu      sync.Mutex
+	started bool
+	done    chan error
+	waited  bool
+	err     error
+}
+
+func newUserCommit(sess session, msg chat.Message, grace time.Duration) *userCommit {
+	u := &userCommit{sess: sess, msg: msg, done: make(chan error, 1)}
+	if grace <= 0 {
+		u.start()
+	} else {
+		u.timer = time.AfterFunc(grace, u.start)
+	}
+	return u
+}
+
+func (u *userCommit) start() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.started {
+		return
+	}
+	u.started = true
+	go func() { u.done <- u.sess.Append([]chat.Message{u.msg}, chat.Usage{}) }()
+}
+
+// wait commits the message now if that has not begun, and returns the
+// commit's result.
+func (u *userCommit) wait() error {
+	u.start()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.waited {
+		u.err, u.waited = <-u.done, true
+	}
+	return u.err
+}
+
+// fold reports whether the commit never began; the caller then commits
+// the message with the rest of the exchange.
+func (u *userCommit) fold() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.started {
+		return false
+	}
+	u.started, u.waited = true, true
+	u.stop()
+	return true
+}
+
+// stop cancels the grace timer (a turn that ended otherwise).
+func (u *userCommit) stop() {
+	if u.timer != nil {
+		u.timer.Stop()
+	}
 }

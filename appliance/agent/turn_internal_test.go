@@ -136,3 +136,57 @@ func TestFailedUserCommitIsNeverAnswered(t *testing.T) {
 		t.Errorf("%d commits after a failed user commit, want none more", len(sess.commits)-1)
 	}
 }
+
+// TestFastAnswerIsOneCommit: a model that answers within the grace costs
+// one commit for the whole exchange, the user's message first.
+func TestFastAnswerIsOneCommit(t *testing.T) {
+	sess := &slowSession{release: make(chan struct{})}
+	close(sess.release)
+	p := &scriptedProvider{sess: sess, during: make(chan bool, 4), replies: []*provider.Response{{Content: "hello"}}}
+	l := New(Options{UserCommitGrace: time.Minute})
+	defer l.Stop(context.Background())
+	rep, err := l.runTurn(context.Background(), p, sess, bus.Inbound{Channel: "cli", Text: "hi"}, turnOpts{})
+	if err != nil || rep.Text != "hello" {
+		t.Fatal(rep, err)
+	}
+	if len(sess.commits) != 1 || len(sess.commits[0]) != 2 || sess.commits[0][0].Content != "hi" || sess.commits[0][1].Content != "hello" {
+		t.Fatalf("commits %+v, want one holding the user's message and the answer", sess.commits)
+	}
+}
+
+// slowProvider answers after a delay, noting how many commits the session
+// had by then.
+type slowProvider struct {
+	sess    *slowSession
+	delay   time.Duration
+	commits int
+}
+
+func (p *slowProvider) Name() string  { return "slow" }
+func (p *slowProvider) Model() string { return "m" }
+func (p *slowProvider) Chat(ctx context.Context, _ provider.Request) (*provider.Response, error) {
+	time.Sleep(p.delay)
+	p.sess.mu.Lock()
+	p.commits = len(p.sess.commits)
+	p.sess.mu.Unlock()
+	return &provider.Response{Content: "thought about it"}, nil
+}
+
+// TestSlowAnswerCommitsTheUserMessageDuringTheCall: a model that takes long
+// (as real ones do) finds the user's message already safe on disk.
+func TestSlowAnswerCommitsTheUserMessageDuringTheCall(t *testing.T) {
+	sess := &slowSession{release: make(chan struct{})}
+	close(sess.release)
+	p := &slowProvider{sess: sess, delay: 300 * time.Millisecond}
+	l := New(Options{UserCommitGrace: 10 * time.Millisecond})
+	defer l.Stop(context.Background())
+	if _, err := l.runTurn(context.Background(), p, sess, bus.Inbound{Channel: "cli", Text: "hi"}, turnOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	if p.commits != 1 || !sess.durable.Load() {
+		t.Fatalf("%d commits while the provider thought, want the user's message", p.commits)
+	}
+	if len(sess.commits) != 2 || len(sess.commits[1]) != 1 {
+		t.Fatalf("commits %+v: want the user's message, then the answer", sess.commits)
+	}
+}
