@@ -99,8 +99,9 @@ fuzz:
 	done
 
 bench: build
+	$(GO) build -trimpath -ldflags "-s -w" -o bin/perch-floor ./bench/floor
 	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./appliance/...
-	$(GO) run ./bench/load -bin bin/perch
+	$(GO) run ./bench/load -bin bin/perch -floor bin/perch-floor
 
 clean:
 	rm -rf bin dist
