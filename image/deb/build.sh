@@ -38,7 +38,9 @@ top=$(sed -n '1s/^perch (\([^)]*\)).*/\1/p' image/deb/changelog)
 maintainer=$(sed -n '0,/^ -- /s/^ -- \(.*>\)  .*/\1/p' image/deb/changelog)
 [ -n "$top" ] && [ -n "$maintainer" ] || { echo "build.sh: image/deb/changelog does not start with a Debian changelog entry" >&2; exit 1; }
 case $version in
-  *~git*)
+  "$top") cp image/deb/changelog "$work/changelog" ;;
+  [0-9]*.[0-9]*.[0-9]*[!0-9.]*)
+    # Not a release number (X.Y.Z~git…, or a test build): an entry of its own.
     {
       printf 'perch (%s) UNRELEASED; urgency=medium\n\n' "$version"
       printf '  * Development build of commit %s; see the git history.\n\n' "$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
@@ -47,12 +49,8 @@ case $version in
     } >"$work/changelog"
     ;;
   *)
-    if [ "$top" != "$version" ]; then
-      echo "build.sh: this is release $version but image/deb/changelog starts with $top: add an entry for $version" >&2
-      exit 1
-    fi
-    cp image/deb/changelog "$work/changelog"
-    ;;
+    echo "build.sh: this is release $version but image/deb/changelog starts with $top: add an entry for $version" >&2
+    exit 1 ;;
 esac
 gzip -9n <"$work/changelog" >"$work/changelog.gz"
 
