@@ -327,12 +327,16 @@ repos() {
     || fail "the PERCH_REPO_KEY repository is not signed by that key"
   note "PERCH_REPO_KEY (armored, passphrase) signs: $fpr"
 
-  # Tampered: the Packages indexes rewritten after signing (a version
-  # bumped, as an attacker offering an "upgrade" would).
+  # Tampered: the Packages indexes rewritten after signing, to the same
+  # size (so that only the hashes can tell): the package's SHA256 changed,
+  # as an attacker pointing boards at a .deb of their own would.
   cp -a "$www/good" "$www/tampered"
   local p=$www/tampered/dists/stable/main/binary-amd64
-  sed -i "s/^Version: .*/Version: 99.0.0/" "$p/Packages"
-  gzip -9n <"$p/Packages" >"$p/Packages.gz"
+  perl -pi -e 's/^(SHA256: )(.)/$1 . ($2 eq "0" ? "1" : "0")/e' "$p/Packages"
+  cmp -s "$p/Packages" "$www/good/dists/stable/main/binary-amd64/Packages" && fail "the tampering changed nothing"
+  # Only the uncompressed index is served, so apt falls back to it and
+  # meets a file of the right size with the wrong hash.
+  rm "$p/Packages.gz"
   # Unsigned: no InRelease, no Release.gpg.
   cp -a "$www/good" "$www/unsigned"
   rm "$www/unsigned/dists/stable/InRelease" "$www/unsigned/dists/stable/Release.gpg"
@@ -345,7 +349,7 @@ refusals() {
   local root=$1 repo out want
   for repo in tampered unsigned otherkey; do
     case $repo in
-      tampered) want='Hash Sum mismatch|File has unexpected size' ;;
+      tampered) want='Hash Sum mismatch|Hashes of expected file' ;;
       unsigned) want='is not signed' ;;
       otherkey) want="NO_PUBKEY|Missing key|signatures couldn't be verified|not signed" ;;
     esac
@@ -355,8 +359,8 @@ refusals() {
       fail "apt-get update accepted the $repo repository:"$'\n'"$out"
     fi
     grep -qE "$want" <<<"$out" || fail "apt-get update failed on the $repo repository, but not for its signature or hashes:"$'\n'"$out"
-    if inroot "$root" apt-cache policy perch | grep -q '99.0.0'; then
-      fail "apt kept the tampered index"
+    if [ -n "$(ls "$root"/var/lib/apt/lists/ 2>/dev/null | grep "_${repo}_.*Packages")" ]; then
+      fail "apt kept an index of the $repo repository"
     fi
     note "$repo repository refused: $(grep -oE "$want" <<<"$out" | head -n1)"
   done
