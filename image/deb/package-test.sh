@@ -28,8 +28,8 @@
 #     one, in a trixie root.
 #
 # Roots come from image/deb/rootfs.sh (cached in /var/cache/perch-build);
-# everything else lives in build/pkgtest/ and is kept for inspection until
-# the next run. Each step prints its time.
+# everything else lives in build/pkgtest/; after a failure the roots stay
+# there for inspection until the next run. Each step prints its time.
 set -euo pipefail
 shopt -s extglob
 cd "$(dirname "$0")/../.."
@@ -562,5 +562,7 @@ lint_wait() {
 }
 step "lintian (waited for)" lint_wait
 
+# The roots are big (about 1 GB): kept only when something failed.
+rm -rf "$t/roots"
 echo "package-test: PASS"
 printf '%s\n' "${timings[@]}"
