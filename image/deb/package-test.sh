@@ -71,7 +71,7 @@ cleanup() {
   if [ -n "$lint_pid" ]; then kill -- -"$lint_pid" 2>/dev/null || true; wait "$lint_pid" 2>/dev/null || true; fi
   for p in "${pids[@]}" $gw_pid; do wait "$p" 2>/dev/null || true; done
   if [ $rc -ne 0 ]; then
-    echo "package-test: FAILED${current:+ in '$current'} (exit $rc); roots and logs are in $t" >&2
+    echo "package-test: FAILED${current:+ in '$current'} (exit $rc); logs are in $t, the roots in $t/roots (a tmpfs: umount it when done)" >&2
   fi
   exit $rc
 }
@@ -490,7 +490,9 @@ piu() {
   # Its own PID namespace and /proc: piuparts records the root by walking
   # it, /proc included, which on a busy machine took minutes.
   rm -f "$t/piuparts.log"
-  timeout 900 unshare --mount --propagation private --pid --fork --mount-proc \
+  # TMPDIR: piuparts hard-links the root into its temporary directory,
+  # which must be on the same (tmpfs) file system.
+  TMPDIR=$t/roots timeout 900 unshare --mount --propagation private --pid --fork --mount-proc \
     piuparts --existing-chroot="$root" --hard-link -d trixie --keep-sources-list \
     --no-adequate --log-file="$t/piuparts.log" "$t/next/perch_${v2}_amd64.deb" >"$t/piuparts.out" 2>&1 \
     || { tail -n 60 "$t/piuparts.out" >&2; fail "piuparts failed (log: $t/piuparts.log)"; }
@@ -507,7 +509,14 @@ piu() {
 steps=" ${PKGTEST_STEPS:-trixie bookworm arm64 piuparts} "
 step deps .ci/deps-pkg
 mkdir -p "$t"
-rm -rf "$t/roots" "$t/x"
+rm -rf "$t/x"
+# The roots live in RAM (a tmpfs mounted on build/pkgtest/roots): unpacking
+# and deleting about 1.5 GB of small files on a disk shared with other jobs
+# took minutes. A failed run leaves it mounted for inspection; the next run
+# (or umount) frees it.
+if mountpoint -q "$t/roots"; then umount "$t/roots"; fi
+rm -rf "$t/roots"; mkdir -p "$t/roots"
+mount -t tmpfs -o size=6g,mode=0755 perch-pkgtest "$t/roots"
 v1=$(image/deb/version.sh)
 v2=$v1+pkgtest1
 if [ "${PKGTEST_REUSE:-}" = 1 ] && [ -f "dist/perch_${v1}_armhf.deb" ] && [ -f "$t/next/perch_${v2}_amd64.deb" ]; then
@@ -562,7 +571,6 @@ lint_wait() {
 }
 step "lintian (waited for)" lint_wait
 
-# The roots are big (about 1 GB): kept only when something failed.
-rm -rf "$t/roots"
+umount "$t/roots"
 echo "package-test: PASS"
 printf '%s\n' "${timings[@]}"
