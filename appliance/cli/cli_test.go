@@ -208,7 +208,7 @@ func TestManAndCompletionFromTheDefinitions(t *testing.T) {
 		if c.Hidden {
 			continue
 		}
-		if !strings.Contains(man, ".B perch "+c.Name) || !strings.Contains(comp, " "+c.Name+")") {
+		if !strings.Contains(man, `.SS "perch `+c.Name) || !strings.Contains(comp, " "+c.Name+")") {
 			t.Errorf("%s missing from the man page or the completion", c.Name)
 		}
 	}

@@ -5,8 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/perchhq/perch/appliance/version"
 )
 
 const intro = "perch — a chat-driven AI agent appliance for small Linux boards"
@@ -37,16 +44,8 @@ func writeCommandHelp(w io.Writer, c *Command) {
 	fmt.Fprint(w, "\nFlags:\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, f := range flagNames(c) {
-		name, usage := flag.UnquoteUsage(f)
-		arg := "--" + f.Name
-		if name != "" {
-			arg += " " + strings.ToUpper(name)
-		}
-		def := ""
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
-			def = fmt.Sprintf(" (default %s)", f.DefValue)
-		}
-		fmt.Fprintf(tw, "  %s\t%s%s\n", arg, usage, def)
+		arg, usage := flagArg(f)
+		fmt.Fprintf(tw, "  %s\t%s\n", arg, usage)
 	}
 	fmt.Fprintf(tw, "  --help\tshow this help\n")
 	tw.Flush()
@@ -105,40 +104,61 @@ func roff(s string) string {
 }
 
 func writeMan(w io.Writer) {
-	fmt.Fprintln(w, `.TH PERCH 1 "" "perch" "User Commands"`)
+	v := version.Get()
+	date := v.BuildTime
+	if len(date) >= 10 {
+		date = date[:10]
+	}
+	if e := os.Getenv("SOURCE_DATE_EPOCH"); e != "" {
+		if sec, err := strconv.ParseInt(e, 10, 64); err == nil {
+			date = time.Unix(sec, 0).UTC().Format("2006-01-02")
+		}
+	}
+	fmt.Fprintf(w, ".TH PERCH 1 %q %q \"User Commands\"\n", date, "perch "+v.Version)
 	fmt.Fprintln(w, ".SH NAME")
-	fmt.Fprintln(w, roff(`perch \- a chat-driven AI agent appliance for small Linux boards`))
+	fmt.Fprintln(w, `perch \- a chat\-driven AI agent appliance for small Linux boards`)
 	fmt.Fprintln(w, ".SH SYNOPSIS")
-	fmt.Fprintln(w, `.B perch`)
-	fmt.Fprintln(w, `.I command`)
-	fmt.Fprintln(w, `[flags]`)
+	fmt.Fprintln(w, ".B perch")
+	fmt.Fprintln(w, ".I command")
+	fmt.Fprintln(w, "[flags]")
 	fmt.Fprintln(w, ".SH DESCRIPTION")
 	fmt.Fprintln(w, roff("Perch turns a Raspberry Pi or any ARM or x86 Linux board into an AI agent you talk to from chat apps, "+
 		"its web page or this command line. It answers through an LLM provider, runs tools (files, shell, web, schedules) "+
-		"and reads the board's sensors. The gateway command runs the service; the other commands configure and inspect it."))
+		"and reads the board's sensors. The gateway command runs the service; the other commands configure and inspect it. "+
+		"Every command accepts --config FILE and --help."))
 	fmt.Fprintln(w, ".SH COMMANDS")
 	for _, c := range Commands() {
 		if c.Hidden {
 			continue
 		}
-		fmt.Fprintln(w, ".TP")
-		fmt.Fprintf(w, ".B perch %s\n", roff(c.Name))
+		syn := "perch " + c.Name
 		if c.Synopsis != "" {
-			fmt.Fprintf(w, "%s\n.br\n", roff(c.Synopsis))
+			syn += " " + strings.Fields(c.Synopsis)[0]
+			if first, _, _ := strings.Cut(c.Synopsis, "\n"); first != "" {
+				syn = "perch " + c.Name + " " + first
+			}
 		}
-		fmt.Fprintln(w, roff(c.Summary+"."))
+		fmt.Fprintf(w, ".SS \"%s\"\n", roff(syn))
+		if rest := strings.SplitN(c.Synopsis, "\n", 2); len(rest) == 2 {
+			var lines []string
+			for _, l := range strings.Split(rest[1], "\n") {
+				lines = append(lines, "  "+strings.TrimSpace(l))
+			}
+			fmt.Fprintf(w, ".nf\n%s\n.fi\n", roff(strings.Join(lines, "\n")))
+		}
+		fmt.Fprintln(w, ".PP")
+		fmt.Fprintln(w, roff(upperFirst(c.Summary)+"."))
 		if c.Help != "" {
 			for _, para := range strings.Split(strings.TrimSpace(c.Help), "\n\n") {
-				fmt.Fprintf(w, ".IP\n%s\n", roff(strings.TrimSpace(para)))
+				fmt.Fprintf(w, ".PP\n%s\n", roff(strings.Join(strings.Fields(para), " ")))
 			}
 		}
 		for _, f := range flagNames(c) {
-			name, usage := flag.UnquoteUsage(f)
-			arg := "\\-\\-" + roff(f.Name)
-			if name != "" {
-				arg += " " + roff(strings.ToUpper(name))
+			if f.Name == "config" {
+				continue
 			}
-			fmt.Fprintf(w, ".IP \"%s\"\n%s\n", arg, roff(usage))
+			arg, usage := flagArg(f)
+			fmt.Fprintf(w, ".TP\n.B %s\n%s\n", roff(arg), roff(usage))
 		}
 	}
 	fmt.Fprintln(w, ".SH FILES")
@@ -153,6 +173,30 @@ func writeMan(w io.Writer) {
 		"upper-cased with underscores, e.g. PERCH_GATEWAY_PORT=9090."))
 	fmt.Fprintln(w, ".SH EXIT STATUS")
 	fmt.Fprintln(w, roff("0 on success; 1 on any failure, with one line on standard error naming the cause and the key or flag to fix."))
+}
+
+// flagArg is a flag as typed ("-m MESSAGE", "--every DURATION") and its
+// usage text with the default.
+func flagArg(f *flag.Flag) (string, string) {
+	name, usage := flag.UnquoteUsage(f)
+	arg := "--" + f.Name
+	if len(f.Name) == 1 {
+		arg = "-" + f.Name
+	}
+	if name != "" {
+		arg += " " + strings.ToUpper(name)
+	}
+	if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+		usage += fmt.Sprintf(" (default %s)", f.DefValue)
+	}
+	return arg, usage
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func completionCommand() *Command {
@@ -172,28 +216,73 @@ func completionCommand() *Command {
 	}
 }
 
+// writeBashCompletion completes commands, their subcommands and flags, and
+// file names after flags that take a file. It needs nothing from the
+// bash-completion package, which a minimal system may lack, but uses its
+// _filedir when present.
 func writeBashCompletion(w io.Writer) {
-	fmt.Fprintln(w, "# bash completion for perch (generated by 'perch completion bash')")
-	fmt.Fprintln(w, "_perch() {")
-	fmt.Fprintln(w, `  local cur=${COMP_WORDS[COMP_CWORD]} cmd=${COMP_WORDS[1]}`)
-	fmt.Fprintf(w, "  if [ \"$COMP_CWORD\" -eq 1 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n", strings.Join(names(), " "))
-	fmt.Fprintln(w, `  case $cmd in`)
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("# bash completion for perch (generated by 'perch completion bash')")
+	p("_perch() {")
+	p(`  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}`)
+	p(`  COMPREPLY=()`)
+	valued, files := map[string]bool{}, map[string]bool{}
+	for _, c := range Commands() {
+		for _, f := range flagNames(c) {
+			arg, _ := flagArg(f)
+			spelling, value, ok := strings.Cut(arg, " ")
+			if !ok {
+				continue
+			}
+			valued[spelling] = true
+			if value == "FILE" || value == "FOLDER" {
+				files[spelling] = true
+			}
+		}
+	}
+	var rest []string
+	for _, k := range slices.Sorted(maps.Keys(valued)) {
+		if !files[k] {
+			rest = append(rest, k)
+		}
+	}
+	p(`  case $prev in`)
+	p(`    %s)`, strings.Join(slices.Sorted(maps.Keys(files)), "|"))
+	p(`      if declare -F _filedir >/dev/null; then _filedir; else COMPREPLY=($(compgen -f -- "$cur")); fi`)
+	p(`      return ;;`)
+	p(`    %s)`, strings.Join(rest, "|"))
+	p(`      return ;;`)
+	p(`  esac`)
+	p(`  if [ "$COMP_CWORD" -eq 1 ]; then`)
+	p(`    COMPREPLY=($(compgen -W %s -- "$cur"))`, shellQuote(strings.Join(names(), " ")))
+	p(`    return`)
+	p(`  fi`)
+	p(`  case ${COMP_WORDS[1]} in`)
 	for _, c := range Commands() {
 		if c.Hidden {
 			continue
 		}
-		var words []string
+		var flags []string
 		for _, f := range flagNames(c) {
-			words = append(words, "--"+f.Name)
+			arg, _ := flagArg(f)
+			spelling, _, _ := strings.Cut(arg, " ")
+			flags = append(flags, spelling)
 		}
-		words = append(words, "--help")
-		sub := ""
+		flags = append(flags, "--help")
+		p(`    %s)`, c.Name)
 		if len(c.Subcommands) > 0 {
-			sub = fmt.Sprintf("if [ \"$COMP_CWORD\" -eq 2 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi; ", strings.Join(c.Subcommands, " "))
+			p(`      if [ "$COMP_CWORD" -eq 2 ] && [[ $cur != -* ]]; then`)
+			p(`        COMPREPLY=($(compgen -W %s -- "$cur"))`, shellQuote(strings.Join(c.Subcommands, " ")))
+			p(`        return`)
+			p(`      fi`)
 		}
-		fmt.Fprintf(w, "    %s) %sCOMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", c.Name, sub, strings.Join(words, " "))
+		p(`      COMPREPLY=($(compgen -W %s -- "$cur")) ;;`, shellQuote(strings.Join(flags, " ")))
 	}
-	fmt.Fprintln(w, "  esac")
-	fmt.Fprintln(w, "}")
-	fmt.Fprintln(w, "complete -o default -F _perch perch")
+	p(`  esac`)
+	p("}")
+	p("complete -F _perch perch")
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
