@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -504,57 +502,4 @@ func (r *Runner) resolveDir(d string) (string, error) {
 		return "", fmt.Errorf("%w: %s is a file, not a directory", ErrBadDir, d)
 	}
 	return real, nil
-}
-
-// tempRoot holds the commands' private temp dirs, inside the workspace so
-// the workspace rule covers them and the shared /tmp stays out of reach.
-const tempRoot = ".tmp"
-
-// makeTemp creates a private temp dir for command n and returns its path
-// relative to the workspace. It goes through os.Root so a symlink a command
-// left at .tmp cannot make the gateway create or, later, delete elsewhere.
-func (r *Runner) makeTemp(n uint64) (string, error) {
-	root, err := os.OpenRoot(r.ws)
-	if err != nil {
-		return "", fmt.Errorf("sandbox: opening the workspace: %w", err)
-	}
-	defer root.Close()
-	if err := root.MkdirAll(tempRoot, 0o700); err != nil {
-		return "", fmt.Errorf("sandbox: creating %s in the workspace: %w", tempRoot, err)
-	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	rel := filepath.Join(tempRoot, fmt.Sprintf("exec-%d-%s", n, hex.EncodeToString(rnd[:])))
-	if err := root.Mkdir(rel, 0o700); err != nil {
-		return "", fmt.Errorf("sandbox: creating the command's temp dir: %w", err)
-	}
-	return rel, nil
-}
-
-// staleTempAge is when a temp dir left by a crashed gateway is removed. It
-// is long because gateways may share a workspace and one's running command
-// must keep its dir.
-const staleTempAge = 24 * time.Hour
-
-func (r *Runner) removeStaleTemps() {
-	entries, err := os.ReadDir(filepath.Join(r.ws, tempRoot))
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if fi, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "exec-") && time.Since(fi.ModTime()) > staleTempAge {
-			r.removeTemp(filepath.Join(tempRoot, e.Name()))
-		}
-	}
-}
-
-func (r *Runner) removeTemp(rel string) {
-	root, err := os.OpenRoot(r.ws)
-	if err != nil {
-		return
-	}
-	defer root.Close()
-	if err := root.RemoveAll(rel); err != nil {
-		r.log.Debug("sandbox: temp dir left behind", "dir", rel, "err", err)
-	}
 }
