@@ -5,4 +5,5 @@ package sandbox
 var TestHelpers = map[string]func(args []string) int{
 	unixClientArg:         unixClient,
 	unprivilegedHelperArg: unprivilegedHelper,
+	gatewayArg:            gatewayHelper,
 }

@@ -227,6 +227,9 @@ func confine(spec *launchSpec) int {
 	if err != nil {
 		return fail("preparing the environment: %v", err)
 	}
+	if err := closeInherited(); err != nil {
+		return fail("%v", err)
+	}
 	if err := setLimits(spec.Limits, nproc); err != nil {
 		return fail("%v", err)
 	}
