@@ -6,4 +6,5 @@ var TestHelpers = map[string]func(args []string) int{
 	unixClientArg:         unixClient,
 	unprivilegedHelperArg: unprivilegedHelper,
 	gatewayArg:            gatewayHelper,
+	iouringClientArg:      iouringClient,
 }

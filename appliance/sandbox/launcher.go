@@ -42,8 +42,8 @@ type launchSpec struct {
 	Rules  []pathRule `json:"rules,omitempty"`
 	Limits Limits     `json:"limits"`
 	Cgroup string     `json:"cgroup,omitempty"`
-	// DenyUnix installs the seccomp filter against UNIX sockets (root on
-	// a Landlock ABI below 9).
+	// DenyUnix makes the seccomp filter refuse UNIX sockets (root on a
+	// Landlock ABI below 9).
 	DenyUnix bool `json:"deny_unix,omitempty"`
 }
 
@@ -59,8 +59,8 @@ type launchSpec struct {
 // shell's status (128+signal when the shell was killed).
 //
 // The confine stage joins the pids cgroup (root only), sets no_new_privs,
-// applies the Landlock ruleset, refuses UNIX sockets (root below Landlock
-// ABI 9), drops every capability (root only), sets the resource limits and
+// applies the Landlock ruleset, drops every capability (root only),
+// installs the seccomp filter (seccomp.go), sets the resource limits and
 // execs /bin/sh -c. All of it happens on one locked
 // thread right before execve, so the restrictions bind the shell and all it
 // starts, and never the supervisor or the gateway.
@@ -203,15 +203,13 @@ func confine(spec *launchSpec) int {
 			return fail("applying the Landlock ruleset: %v", err)
 		}
 	}
-	if spec.DenyUnix {
-		if err := denyUnixSockets(); err != nil {
-			return fail("%v", err)
-		}
-	}
 	if os.Geteuid() == 0 {
 		if err := dropCapabilities(); err != nil {
 			return fail("dropping root's capabilities: %v", err)
 		}
+	}
+	if err := installFilter(filterSpec{DenyUnix: spec.DenyUnix}); err != nil {
+		return fail("%v", err)
 	}
 	// Everything execve needs is allocated before the limits: past them the
 	// Go runtime may be unable to grow its heap (address space, data).
