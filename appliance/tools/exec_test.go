@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -127,7 +128,17 @@ func TestExecToolConfined(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("sk-TOOL-CANARY"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("mine"), 0o600); err != nil {
+	// Owned like the workspace, as the file tools leave what they write
+	// (under a root gateway commands run as the workspace's owner).
+	mine := filepath.Join(ws, "mine.txt")
+	if err := os.WriteFile(mine, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(ws, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(mine, int(st.Uid), int(st.Gid)); err != nil {
 		t.Fatal(err)
 	}
 	res := reg.Execute(context.Background(), "exec", execJSON(t, "cat ../config.json "+secret, ""))
