@@ -59,7 +59,7 @@ func gatewayHelper(args []string) int {
 }
 
 func runGatewayJob(job gatewayJob) (rep gatewayReport) {
-	r, err := New(Options{Workspace: job.Workspace, Timeout: job.Timeout, Log: quietLog()})
+	r, err := New(Options{Workspace: job.Workspace, Timeout: job.Timeout, User: job.User, Log: quietLog()})
 	if err != nil {
 		rep.Err = err.Error()
 		return rep

@@ -48,14 +48,21 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// TestRootLosesItsPowers: under a root gateway, a command is uid 0 without
-// a single capability (no module loading, mounts, raw devices, reboot).
+// TestRootLosesItsPowers: under a root gateway, a command has not a single
+// capability (no module loading, mounts, raw devices, reboot), whether it
+// runs as nobody or, with tools.exec.user root, as uid 0.
 func TestRootLosesItsPowers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("capabilities are dropped only when the gateway runs as root; this test runs as an unprivileged user, where there is nothing to drop")
 	}
+	for _, user := range execUsers() {
+		t.Run("exec-user="+user, func(t *testing.T) { testRootLosesItsPowers(t, user) })
+	}
+}
+
+func testRootLosesItsPowers(t *testing.T, user string) {
 	f := newFixture(t)
-	r := f.newRunner(t, Options{})
+	r := f.newRunner(t, Options{User: user})
 	res := run(t, r, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status; grep NoNewPrivs /proc/self/status")
 	for _, line := range strings.Split(strings.TrimSpace(res.Output), "\n") {
 		f := strings.Fields(line)

@@ -556,8 +556,24 @@ func unixClient(args []string) int {
 // Landlock ABI 9 refuses it; below that, a root gateway's commands get no
 // UNIX sockets at all.
 func TestOutsideUnixSocketsUnreachable(t *testing.T) {
+	for _, user := range execUsers() {
+		t.Run("exec-user="+user, func(t *testing.T) { testOutsideUnixSockets(t, user) })
+	}
+}
+
+// execUsers are the tools.exec.user values worth testing as this user:
+// under a root gateway the default (nobody) and root, which keeps commands
+// uid 0; an unprivileged gateway ignores the setting.
+func execUsers() []string {
+	if os.Geteuid() == 0 {
+		return []string{DefaultExecUser, "root"}
+	}
+	return []string{DefaultExecUser}
+}
+
+func testOutsideUnixSockets(t *testing.T, user string) {
 	f := newFixture(t)
-	r := f.newRunner(t, Options{})
+	r := f.newRunner(t, Options{User: user})
 	requireLandlock(t, r)
 	if r.abi < 9 && os.Geteuid() != 0 {
 		t.Skipf("Landlock ABI %d cannot restrict UNIX sockets and the gateway is unprivileged, where commands may reach what its user can (README.md, Security model)", r.abi)

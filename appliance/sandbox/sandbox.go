@@ -114,6 +114,10 @@ type Options struct {
 	// private keys are always protected. The workspace must not contain
 	// one.
 	Secrets []string
+	// User is who commands run as when the gateway runs as root
+	// (tools.exec.user): a user name or a numeric uid, nobody when empty.
+	// An unprivileged gateway's commands run as the gateway's user.
+	User string
 	// Log receives the start-up report and warnings (slog.Default when nil).
 	Log *slog.Logger
 }
@@ -158,8 +162,10 @@ type Runner struct {
 	secrets   secrets
 	log       *slog.Logger
 
-	abi     int    // Landlock ABI in use; 0 when unavailable
-	why     string // why Landlock is unavailable
+	user    *execUser // who commands run as, when not the gateway's user
+	hide    string    // a parent of ws user cannot pass through (reveal.go)
+	abi     int       // Landlock ABI in use; 0 when unavailable
+	why     string    // why Landlock is unavailable
 	cgroups *pidsCgroups
 	seq     atomic.Uint64
 }
@@ -212,6 +218,26 @@ func New(o Options) (*Runner, error) {
 	if _, err := os.Stat("/bin/sh"); err != nil {
 		return nil, fmt.Errorf("sandbox: /bin/sh is missing: %w", err)
 	}
+	if os.Geteuid() == 0 {
+		u, err := lookupExecUser(o.User)
+		if err != nil {
+			return nil, err
+		}
+		if u.uid != 0 {
+			if err := handOver(ws, u, r.log); err != nil {
+				return nil, err
+			}
+			if r.hide, err = hiddenAncestor(ws, u); err != nil {
+				return nil, err
+			}
+			if r.hide != "" {
+				if err := checkHidden(r.hide); err != nil {
+					return nil, err
+				}
+			}
+			r.user = u
+		}
+	}
 	r.abi, r.why = landlockABI()
 	r.removeStaleTemps()
 
@@ -261,10 +287,18 @@ func (r *Runner) logStartup(procLimit string) {
 		}
 	}
 	if r.denyUnix() {
-		r.log.Warn("sandbox: the gateway runs as root and this kernel's Landlock cannot restrict UNIX sockets, so commands get none (no D-Bus, syslog or Docker); run perch as an unprivileged user")
+		r.log.Warn("sandbox: commands run as root (tools.exec.user) and this kernel's Landlock cannot restrict UNIX sockets, so they get none (no D-Bus, syslog or Docker); set tools.exec.user to an unprivileged user")
+	}
+	runAs := "the gateway's user"
+	switch {
+	case r.user != nil:
+		runAs = r.user.name
+	case os.Geteuid() == 0:
+		runAs = "root without capabilities"
+		r.log.Warn("sandbox: tools.exec.user is root: commands can read every root-only file Landlock allows (under /etc, most of all); set it to an unprivileged user such as nobody")
 	}
 	r.log.Info("sandbox ready", "landlock", r.statusText(), "workspace", r.ws,
-		"timeout", r.timeout, "process_limit", procLimit, "root", os.Geteuid() == 0)
+		"timeout", r.timeout, "process_limit", procLimit, "commands_run_as", runAs)
 }
 
 // Status reports the sandbox for the /ready "sandbox" check: "landlock ABI
@@ -281,9 +315,17 @@ func (r *Runner) statusText() string {
 	return "unavailable: " + r.why
 }
 
-// denyUnix: a root gateway's commands get no UNIX sockets where Landlock
-// cannot restrict connecting to them (see seccomp.go).
-func (r *Runner) denyUnix() bool { return os.Geteuid() == 0 && r.abi < 9 }
+// commandUID is the user commands run as.
+func (r *Runner) commandUID() int {
+	if r.user != nil {
+		return r.user.uid
+	}
+	return os.Geteuid()
+}
+
+// denyUnix: commands run as root get no UNIX sockets where Landlock cannot
+// restrict connecting to them (see seccomp.go).
+func (r *Runner) denyUnix() bool { return r.commandUID() == 0 && r.abi < 9 }
 
 // Workspace returns the workspace's resolved path.
 func (r *Runner) Workspace() string { return r.ws }
@@ -337,6 +379,10 @@ func (r *Runner) Run(ctx context.Context, c Command) (Result, error) {
 		ABI:      r.abi,
 		Limits:   r.limits,
 		DenyUnix: r.denyUnix(),
+	}
+	if r.user != nil {
+		spec.SetUser, spec.UID, spec.GID, spec.Groups = true, r.user.uid, r.user.gid, r.user.groups
+		spec.Hide, spec.Workspace, spec.Dir = r.hide, r.ws, dir
 	}
 	if r.abi > 0 {
 		spec.Rules = buildRules(r.ws, readOnlyRoots, devices, r.secrets)

@@ -36,13 +36,30 @@ func (r *Runner) makeTemp(n uint64) (string, error) {
 	for attempt := 0; ; attempt++ {
 		if err = repairTempRoot(root); err == nil {
 			if err = root.Mkdir(rel, 0o700); err == nil {
-				return rel, nil
+				if err = r.giveToUser(root, rel); err == nil {
+					return rel, nil
+				}
 			}
 		}
 		if attempt == 2 {
 			return "", fmt.Errorf("sandbox: creating the command's temp dir %s in the workspace: %w", rel, err)
 		}
 	}
+}
+
+// giveToUser makes .tmp and the temp dir rel the command user's, when
+// that is not the gateway's. Lchown: a link a concurrent command put at
+// .tmp changes owner itself, and nothing it points to.
+func (r *Runner) giveToUser(root *os.Root, rel string) error {
+	if r.user == nil {
+		return nil
+	}
+	for _, p := range []string{tempRoot, rel} {
+		if err := root.Lchown(p, r.user.uid, r.user.gid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // repairTempRoot makes .tmp a directory: created when missing, and when a
