@@ -7,4 +7,5 @@ var TestHelpers = map[string]func(args []string) int{
 	unprivilegedHelperArg: unprivilegedHelper,
 	gatewayArg:            gatewayHelper,
 	iouringClientArg:      iouringClient,
+	sigioArg:              sigioClient,
 }

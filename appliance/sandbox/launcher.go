@@ -41,7 +41,17 @@ type launchSpec struct {
 	ABI    int        `json:"abi"`
 	Rules  []pathRule `json:"rules,omitempty"`
 	Limits Limits     `json:"limits"`
-	Cgroup string     `json:"cgroup,omitempty"`
+	// Cgroups are the command's cgroups, joined before anything runs;
+	// TasksLimited: one of them holds the process budget (pids.max).
+	Cgroups      []string `json:"cgroups,omitempty"`
+	TasksLimited bool     `json:"tasks_limited,omitempty"`
+	// Protect makes the seccomp filter refuse signals to the supervisor
+	// and the gateway (GatewayPID, and its group GatewayPGID); KeepGroup
+	// refuses setsid and setpgid (seccomp.go).
+	Protect     bool `json:"protect,omitempty"`
+	GatewayPID  int  `json:"gateway_pid,omitempty"`
+	GatewayPGID int  `json:"gateway_pgid,omitempty"`
+	KeepGroup   bool `json:"keep_group,omitempty"`
 	// DenyUnix makes the seccomp filter refuse UNIX sockets (root on a
 	// Landlock ABI below 9).
 	DenyUnix bool `json:"deny_unix,omitempty"`
@@ -126,6 +136,8 @@ func supervise(spec *launchSpec, rawSpec string) int {
 	if err != nil {
 		return fail("starting the confined shell: %v", err)
 	}
+	// The gateway kills this group if the supervisor dies unexpectedly.
+	fmt.Fprintf(status, "pgid %d\n", pid)
 	status.Close()
 
 	// The shell is killed through a pidfd so that a signal arriving just as
@@ -202,9 +214,9 @@ func confine(spec *launchSpec) int {
 		return 126
 	}
 
-	if spec.Cgroup != "" {
-		if err := joinCgroupDir(spec.Cgroup); err != nil {
-			return fail("joining the pids cgroup: %v", err)
+	for _, dir := range spec.Cgroups {
+		if err := joinCgroupDir(dir); err != nil {
+			return fail("joining the command's cgroup: %v", err)
 		}
 	}
 	if spec.Hide != "" {
@@ -224,7 +236,7 @@ func confine(spec *launchSpec) int {
 	}
 	nproc := spec.Limits.Processes
 	switch {
-	case spec.Cgroup != "":
+	case spec.TasksLimited:
 		// The pids cgroup holds the command exactly; counting the user's
 		// tasks costs a walk of /proc per command.
 		nproc = ^uint64(0)
@@ -256,7 +268,12 @@ func confine(spec *launchSpec) int {
 			return fail("dropping root's capabilities: %v", err)
 		}
 	}
-	if err := installFilter(filterSpec{DenyUnix: spec.DenyUnix}); err != nil {
+	filter := filterSpec{DenyUnix: spec.DenyUnix, NoNewGroups: spec.KeepGroup}
+	if spec.Protect {
+		sup := int32(os.Getppid())
+		filter.Targets = []int32{-1, sup, -sup, int32(spec.GatewayPID), -int32(spec.GatewayPGID)}
+	}
+	if err := installFilter(filter); err != nil {
 		return fail("%v", err)
 	}
 	// Everything execve needs is allocated before the limits: past them the

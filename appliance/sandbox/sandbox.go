@@ -166,7 +166,8 @@ type Runner struct {
 	hide    string    // a parent of ws user cannot pass through (reveal.go)
 	abi     int       // Landlock ABI in use; 0 when unavailable
 	why     string    // why Landlock is unavailable
-	cgroups *pidsCgroups
+	cgroups *cgroups  // where each command gets a cgroup; nil when nowhere
+	pgid    int       // the gateway's process group (for the seccomp filter)
 	seq     atomic.Uint64
 }
 
@@ -241,25 +242,51 @@ func New(o Options) (*Runner, error) {
 	r.abi, r.why = landlockABI()
 	r.removeStaleTemps()
 
-	var procLimit string
+	r.pgid = syscall.Getpgrp()
+
+	cg, cgErr := findCgroups(os.Geteuid() == 0)
+	r.cgroups = cg
+	procLimit := "RLIMIT_NPROC"
 	switch {
-	case os.Geteuid() != 0:
-		procLimit = "RLIMIT_NPROC"
-	default:
-		if cg, err := findPidsCgroups(); err == nil {
-			r.cgroups = cg
-			procLimit = "pids cgroup under " + cg.parent
-		} else {
-			procLimit = "none"
-			r.log.Warn("sandbox: the gateway runs as root, where the kernel ignores RLIMIT_NPROC, and no pids cgroup can be made, so a fork bomb in a command is bounded only by its timeout; run perch as an unprivileged user",
-				"reason", err)
-		}
+	case cg != nil && cg.limitsTasks():
+		procLimit = "pids cgroup"
+	case r.commandUID() == 0:
+		procLimit = "none"
+		r.log.Warn("sandbox: commands run as root (tools.exec.user), where the kernel ignores RLIMIT_NPROC, and no pids cgroup can be made, so a fork bomb in a command is bounded only by its timeout; set tools.exec.user to an unprivileged user",
+			"reason", cgErr)
 	}
-	r.logStartup(procLimit)
+	tree := "cgroup " + cgParent(cg)
+	if cg == nil || cg.parent == "" {
+		tree = "supervisor"
+		if r.protectSupervisor() {
+			tree = "supervisor, signals to it refused, process group kept"
+		}
+		r.log.Info("sandbox: commands get no cgroup of their own; under systemd, perch.service's Delegate= gives the gateway one to make them in", "reason", cgErr)
+	}
+	r.logStartup(procLimit, tree)
 	return r, nil
 }
 
-func (r *Runner) logStartup(procLimit string) {
+// cgParent names where command cgroups are made, for logs and tests.
+func cgParent(c *cgroups) string {
+	if c == nil {
+		return ""
+	}
+	if c.parent != "" {
+		return c.parent
+	}
+	return c.v1Pids
+}
+
+// protectSupervisor: below Landlock ABI 6 nothing stops a command from
+// signalling processes of its own user, the supervisor and the gateway
+// included; the seccomp filter then refuses it (seccomp.go). A command run
+// as another user (tools.exec.user) cannot signal them anyway.
+func (r *Runner) protectSupervisor() bool {
+	return r.abi < 6 && r.commandUID() == os.Geteuid()
+}
+
+func (r *Runner) logStartup(procLimit, tree string) {
 	if r.abi == 0 {
 		if r.require {
 			r.log.Error("sandbox: Landlock is unavailable and tools.exec.require_sandbox is true: exec and command jobs are refused",
@@ -298,7 +325,7 @@ func (r *Runner) logStartup(procLimit string) {
 		r.log.Warn("sandbox: tools.exec.user is root: commands can read every root-only file Landlock allows (under /etc, most of all); set it to an unprivileged user such as nobody")
 	}
 	r.log.Info("sandbox ready", "landlock", r.statusText(), "workspace", r.ws,
-		"timeout", r.timeout, "process_limit", procLimit, "commands_run_as", runAs)
+		"timeout", r.timeout, "process_limit", procLimit, "tree_ends_by", tree, "commands_run_as", runAs)
 }
 
 // Status reports the sandbox for the /ready "sandbox" check: "landlock ABI
@@ -387,9 +414,9 @@ func (r *Runner) Run(ctx context.Context, c Command) (Result, error) {
 	if r.abi > 0 {
 		spec.Rules = buildRules(r.ws, readOnlyRoots, devices, r.secrets)
 	}
+	var cg *commandCgroup
 	if r.cgroups != nil {
-		cg, err := r.cgroups.create(fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), n), r.limits.Processes)
-		if err != nil {
+		if cg, err = r.cgroups.create(fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), n), r.limits.Processes); err != nil {
 			return Result{}, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
 		defer func() {
@@ -397,17 +424,24 @@ func (r *Runner) Run(ctx context.Context, c Command) (Result, error) {
 				r.log.Warn("sandbox: cgroup left behind", "err", err)
 			}
 		}()
-		spec.Cgroup = cg
+		spec.Cgroups = cg.dirs()
+		spec.TasksLimited = r.cgroups.limitsTasks()
+	}
+	if r.protectSupervisor() {
+		spec.Protect, spec.GatewayPID, spec.GatewayPGID = true, os.Getpid(), r.pgid
+		// Without a cgroup, the process group is what the gateway kills
+		// the tree by if the supervisor dies: the command may not leave it.
+		spec.KeepGroup = cg == nil || cg.v2 == ""
 	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: encoding the launch spec: %w", err)
 	}
-	return r.launch(ctx, string(raw), launcherEnv(os.LookupEnv), dir, timeout)
+	return r.launch(ctx, string(raw), launcherEnv(os.LookupEnv), dir, timeout, cg)
 }
 
 // launch starts the supervisor and collects output, status and exit code.
-func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir string, timeout time.Duration) (Result, error) {
+func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir string, timeout time.Duration, cg *commandCgroup) (Result, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: output pipe: %w", err)
@@ -467,7 +501,11 @@ func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir s
 		ctxErr = ctx.Err()
 	}
 	if !exited {
-		// The supervisor kills the command's whole tree and exits.
+		// The supervisor kills the command's whole tree and exits; the
+		// cgroup, where there is one, ends it at once.
+		if cg != nil {
+			cg.kill()
+		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-waited:
@@ -477,6 +515,16 @@ func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir s
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-waited
 		}
+	}
+	// The supervisor is gone. It normally took the tree with it; if it was
+	// killed instead, end the tree here: by its cgroup, else by its
+	// process group, which the command could not leave where it could
+	// kill the supervisor (KeepGroup).
+	msg, pgid := readStatus(statR)
+	if cg != nil {
+		cg.kill()
+	} else if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && pgid > 1 {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	select {
 	case <-drained:
@@ -494,7 +542,7 @@ func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir s
 		Duration:  time.Since(start),
 		ExitCode:  exitStatus(cmd.ProcessState),
 	}
-	if msg := readStatus(statR); msg != "" {
+	if msg != "" {
 		return res, fmt.Errorf("%w: %s", ErrSetup, msg)
 	}
 	if ctxErr != nil {
@@ -513,11 +561,21 @@ func exitStatus(ps *os.ProcessState) int {
 	return ps.ExitCode()
 }
 
-// readStatus returns the launcher's "error: …" report, if any.
-func readStatus(f *os.File) string {
+// readStatus returns the launcher's "error: …" report, if any, and the
+// command's process group, which the supervisor reports as "pgid N".
+func readStatus(f *os.File) (msg string, pgid int) {
 	b, _ := io.ReadAll(io.LimitReader(f, 4096))
-	msg := strings.TrimSpace(string(b))
-	return strings.TrimPrefix(msg, "error: ")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "pgid "); ok && msg == "" {
+			pgid, _ = strconv.Atoi(v)
+			continue
+		}
+		if line != "" || msg != "" {
+			msg += line + "\n"
+		}
+	}
+	msg = strings.TrimSpace(msg)
+	return strings.TrimPrefix(msg, "error: "), pgid
 }
 
 // resolveDir turns c.Dir into an absolute directory inside the workspace,
