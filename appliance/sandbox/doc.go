@@ -49,7 +49,7 @@
 // already runs, or the cgroup's pids.max). Output is kept head and tail
 // within MaxOutput, however much a command prints.
 //
-// Before a line runs, CheckCommand applies the deny list of spec §8. It is
+// Before a line runs, CheckCommand applies the deny list (guard.go). It is
 // a guard rail that names the rule it refuses by, not the boundary: the
 // sandbox holds whatever gets past it.
 //

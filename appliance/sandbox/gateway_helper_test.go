@@ -24,6 +24,7 @@ type gatewayJob struct {
 	Workspace string        `json:"ws"`
 	Timeout   time.Duration `json:"timeout"`
 	User      string        `json:"user,omitempty"`
+	Limits    Limits        `json:"limits"`
 	ABI       int           `json:"abi,omitempty"` // lowered to simulate an older kernel
 	Lines     []string      `json:"lines"`
 	// KillSupervisorOn: once this file exists, the gateway kills the
@@ -59,7 +60,7 @@ func gatewayHelper(args []string) int {
 }
 
 func runGatewayJob(job gatewayJob) (rep gatewayReport) {
-	r, err := New(Options{Workspace: job.Workspace, Timeout: job.Timeout, User: job.User, Log: quietLog()})
+	r, err := New(Options{Workspace: job.Workspace, Timeout: job.Timeout, User: job.User, Limits: job.Limits, Log: quietLog()})
 	if err != nil {
 		rep.Err = err.Error()
 		return rep
@@ -108,6 +109,17 @@ func killSupervisorOn(file string, stop <-chan struct{}) {
 }
 
 const nobodyID = 65534
+
+// clientLimits are the limits for commands that run a copy of the test
+// binary: built with -race, it reserves terabytes of address space for
+// ThreadSanitizer and would die under the default limits before doing what
+// the test is about.
+func clientLimits() Limits {
+	if raceEnabled {
+		return Limits{AddressSpace: 1 << 62, Data: 1 << 62}
+	}
+	return Limits{}
+}
 
 // gatewayRun says how to start the helper gateway.
 type gatewayRun struct {

@@ -167,7 +167,7 @@ func TestIoUringRefused(t *testing.T) {
 				if err := copyFile(os.Args[0], filepath.Join(f.ws, "client"), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				r := f.newRunner(t, Options{User: user})
+				r := f.newRunner(t, Options{User: user, Limits: clientLimits()})
 				res := run(t, r, line)
 				check(t, gatewayResult{Output: res.Output, ExitCode: res.ExitCode})
 			}
@@ -177,7 +177,7 @@ func TestIoUringRefused(t *testing.T) {
 		if err := copyFile(os.Args[0], filepath.Join(ws, "client"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		rep := startGateway(t, gatewayJob{Workspace: ws, Lines: []string{line}}, gatewayRun{asNobody: true})
+		rep := startGateway(t, gatewayJob{Workspace: ws, Lines: []string{line}, Limits: clientLimits()}, gatewayRun{asNobody: true})
 		check(t, rep.Results[0])
 	})
 	if n := accepted.Load() - before; n != 0 {

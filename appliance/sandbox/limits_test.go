@@ -224,7 +224,7 @@ func forkBombReport(ws string) (rep helperReport) {
 	// Killed tasks whose parent is gone wait for PID 1 to reap them, which
 	// some inits do late: count only live ones.
 	rep.After = liveTasksOfUser(uid)
-	res, err = r.Run(context.Background(), Command{Line: "echo ok"})
+	res, err = r.Run(context.Background(), Command{Line: "echo ok", Timeout: time.Minute})
 	rep.ControlOK = err == nil && strings.TrimSpace(res.Output) == "ok"
 	if !rep.ControlOK {
 		rep.Err = fmt.Sprintf("control command after the bomb: %v, exit %d, %q", err, res.ExitCode, res.Output)

@@ -19,7 +19,7 @@ import (
 
 // Defaults.
 const (
-	// DefaultTimeout is spec §8's shell command timeout
+	// DefaultTimeout is the shell command timeout
 	// (tools.exec.timeout_seconds).
 	DefaultTimeout = 60 * time.Second
 	// DefaultMaxOutput caps the combined output kept per command; with
@@ -541,6 +541,11 @@ func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir s
 		TimedOut:  timedOut,
 		Duration:  time.Since(start),
 		ExitCode:  exitStatus(cmd.ProcessState),
+	}
+	if timedOut {
+		// Killed, as documented, even when the supervisor was stopped
+		// by the SIGTERM itself (before its handler was in place).
+		res.ExitCode = 128 + int(syscall.SIGKILL)
 	}
 	if msg != "" {
 		return res, fmt.Errorf("%w: %s", ErrSetup, msg)
