@@ -52,7 +52,9 @@ func execJSON(t *testing.T, command, dir string) string {
 
 func TestExecTool(t *testing.T) {
 	reg, ws := newExecRegistry(t, sandbox.Options{MaxOutput: 2000})
-	short, _ := newExecRegistry(t, sandbox.Options{Timeout: time.Second})
+	// Long enough for two launcher stages to start under -race on a
+	// loaded machine, so that "before" is printed before the kill.
+	short, _ := newExecRegistry(t, sandbox.Options{Timeout: 3 * time.Second})
 	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
