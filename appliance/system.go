@@ -124,6 +124,7 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		Workspace:      ws,
 		Timeout:        time.Duration(cfg.Tools.Exec.TimeoutSeconds) * time.Second,
 		RequireSandbox: cfg.Tools.Exec.RequireSandbox,
+		User:           cfg.Tools.Exec.User,
 		Secrets:        []string{cfg.Path(), cfg.DBPath(), cfg.PIDPath()},
 		Log:            log,
 	})

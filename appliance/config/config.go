@@ -167,6 +167,10 @@ type ImageTool struct {
 type ExecTool struct {
 	TimeoutSeconds int  `json:"timeout_seconds"`
 	RequireSandbox bool `json:"require_sandbox"`
+	// User is who commands run as when the gateway runs as root: a user
+	// name or a numeric uid (an unprivileged gateway's commands run as
+	// its own user).
+	User string `json:"user"`
 }
 
 // WebTools configures web_search and web_fetch.
@@ -229,7 +233,7 @@ func Default() *Config {
 		},
 		Heartbeat: Heartbeat{Interval: 300000},
 		Tools: Tools{
-			Exec: ExecTool{TimeoutSeconds: 60},
+			Exec: ExecTool{TimeoutSeconds: 60, User: "nobody"},
 			Web: WebTools{Search: WebSearch{
 				APIBase:  "https://api.search.brave.com/res/v1",
 				HTMLBase: "https://html.duckduckgo.com",

@@ -52,6 +52,7 @@ func TestDefaultsWhenKeysAbsent(t *testing.T) {
 		{"ollama.api_base", cfg.Providers.Ollama.APIBase, "http://127.0.0.1:11434/v1"},
 		{"openai.max_retries", cfg.Providers.OpenAI.MaxRetries, 3},
 		{"exec.timeout_seconds", cfg.Tools.Exec.TimeoutSeconds, 60},
+		{"exec.user", cfg.Tools.Exec.User, "nobody"},
 		{"line.webhook_path", cfg.Channels.LINE.WebhookPath, "/webhook/line"},
 		{"line.webhook_host", cfg.Channels.LINE.WebhookHost, "0.0.0.0"},
 		{"line.webhook_port", cfg.Channels.LINE.WebhookPort, 8080},
@@ -107,6 +108,8 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"sensor type", `{"sensors":[{"name":"a","type":"dht22","bus":"1","address":64}]}`, []string{"sensors[0].type"}},
 		{"sensor address", `{"sensors":[{"name":"a","type":"bme280","bus":"1","address":200}]}`, []string{"sensors[0].address", "0x77"}},
 		{"heartbeat", `{"heartbeat":{"interval":5}}`, []string{"heartbeat.interval", "milliseconds"}},
+		{"exec user empty", `{"tools":{"exec":{"user":""}}}`, []string{"tools.exec.user", "nobody"}},
+		{"exec user name", `{"tools":{"exec":{"user":"bob; rm"}}}`, []string{"tools.exec.user", `"bob; rm"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

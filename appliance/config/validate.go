@@ -127,6 +127,9 @@ func (c *Config) Validate() error {
 	if c.Tools.Exec.TimeoutSeconds < 1 || c.Tools.Exec.TimeoutSeconds > 3600 {
 		bad("tools.exec.timeout_seconds", "must be between 1 and 3600, got %d", c.Tools.Exec.TimeoutSeconds)
 	}
+	if !isUserName(c.Tools.Exec.User) {
+		bad("tools.exec.user", "must be a user name or a numeric uid (commands of a root gateway run as it; the default is nobody), got %q", c.Tools.Exec.User)
+	}
 
 	if err := sensor.ValidateSpecs(c.Sensors); err != nil {
 		errs = append(errs, err)
@@ -172,4 +175,23 @@ func IsLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// isUserName accepts what useradd does (letters, digits, '_', '-', '.', a
+// trailing '$'; not starting with '-'), or a uid. Whether the user exists
+// is checked by the gateway, where it matters: only a root gateway uses it.
+func isUserName(s string) bool {
+	if s == "" || len(s) > 32 || s[0] == '-' {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case r == '_', r == '-', r == '.':
+		case r == '$' && i == len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }

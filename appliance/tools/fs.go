@@ -132,6 +132,7 @@ type files interface {
 	Remove(name string) error
 	Stat(name string) (fs.FileInfo, error)
 	Lstat(name string) (fs.FileInfo, error)
+	Lchown(name string, uid, gid int) error
 	Close() error
 }
 
@@ -145,6 +146,7 @@ func (hostFiles) Rename(oldname, newname string) error         { return os.Renam
 func (hostFiles) Remove(name string) error                     { return os.Remove(name) }
 func (hostFiles) Stat(name string) (fs.FileInfo, error)        { return os.Stat(name) }
 func (hostFiles) Lstat(name string) (fs.FileInfo, error)       { return os.Lstat(name) }
+func (hostFiles) Lchown(name string, uid, gid int) error       { return os.Lchown(name, uid, gid) }
 func (hostFiles) Close() error                                 { return nil }
 
 // open returns the file system the tools act on: an os.Root on the workspace
@@ -259,7 +261,11 @@ func escapes(err error) bool {
 
 // mkdirAll creates the directories leading to name.
 func (w *workspace) mkdirAll(fsys files, name, p string) error {
+	made := missingDirs(fsys, name)
 	err := fsys.MkdirAll(filepath.Dir(name), 0o755)
+	if err == nil {
+		err = adoptDirs(fsys, made)
+	}
 	if err != nil && !escapes(err) && (errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTDIR)) {
 		return fmt.Errorf("%q: a part of the path is a file, not a directory", p)
 	}
@@ -400,6 +406,7 @@ func (w *workspace) atomicWrite(fsys files, name, p string, data []byte) error {
 	}
 	perm := fs.FileMode(0o644)
 	existing := false
+	like, _ := fsys.Stat(dir) // whose the new file is (fs_owner.go)
 	if fi, err := fsys.Stat(name); err == nil {
 		if fi.IsDir() {
 			return fmt.Errorf("%q is a directory; give a file path inside it", p)
@@ -407,7 +414,7 @@ func (w *workspace) atomicWrite(fsys files, name, p string, data []byte) error {
 		if !fi.Mode().IsRegular() {
 			return fmt.Errorf("%q is not a regular file (%s)", p, fi.Mode().Type())
 		}
-		perm, existing = fi.Mode().Perm(), true
+		perm, existing, like = fi.Mode().Perm(), true, fi
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return w.explain(p, err)
 	}
@@ -423,6 +430,9 @@ func (w *workspace) atomicWrite(fsys files, name, p string, data []byte) error {
 			fsys.Remove(tmp)
 		}
 	}()
+	if err := adopt(f, like); err != nil {
+		return w.explain(p, err)
+	}
 	if _, err := f.Write(data); err != nil {
 		return w.explain(p, err)
 	}
@@ -506,6 +516,7 @@ func (w *workspace) appendFile(ctx context.Context, args Args) Result {
 	if err := w.mkdirAll(fsys, name, p); err != nil {
 		return Errorf("append_file: %w", err)
 	}
+	_, statErr := fsys.Lstat(name)
 	// O_APPEND writes land at the end whole; O_NONBLOCK keeps a FIFO from
 	// blocking (it is then refused below).
 	f, err := fsys.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
@@ -519,6 +530,13 @@ func (w *workspace) appendFile(ctx context.Context, args Args) Result {
 	}
 	if !fi.Mode().IsRegular() {
 		return Errorf("append_file: %q is not a regular file (%s)", p, fi.Mode().Type())
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		if dir, err := fsys.Stat(filepath.Dir(name)); err == nil {
+			if err := adopt(f, dir); err != nil {
+				return Errorf("append_file: %w", w.explain(p, err))
+			}
+		}
 	}
 	if _, err := io.WriteString(f, content); err != nil {
 		return Errorf("append_file: %w", w.explain(p, err))
