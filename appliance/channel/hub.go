@@ -169,10 +169,12 @@ func (h *Hub) seen(channel, eventID string) bool {
 	return err == nil && ok
 }
 
-// publish hands in to the agent; when the bus has no room the sweeper
-// tries again, so an admitted message is never dropped.
+// publish hands in to the agent; when the bus has no room within half a
+// second the sweeper tries again, so an admitted message is never dropped
+// and Receive returns promptly (Slack wants its envelope acknowledged
+// within 3 s).
 func (h *Hub) publish(ctx context.Context, in bus.Inbound) {
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	if err := h.o.Bus.PublishInbound(pctx, in); err != nil {
 		if errors.Is(err, bus.ErrClosed) {
