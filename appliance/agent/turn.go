@@ -62,6 +62,15 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	reg := l.opts.Tools
 	defs := reg.ProviderDefinitions()
 	defsJSON := reg.ProviderDefinitionsJSON()
+	system := l.prompt.build(reg, in, sess.Key())
+	if in.RestrictTools {
+		// A sender nobody vouched for: only tools that cannot change the
+		// board, and the model is told what is withheld and why.
+		var withheld []string
+		defs, withheld = reg.SafeDefinitions()
+		defsJSON = nil
+		system += "\n" + tools.RestrictionNote(restrictedSource(in), withheld)
+	}
 	if len(o.hide) > 0 {
 		defsJSON = nil
 		kept := make([]chat.ToolDef, 0, len(defs))
@@ -74,10 +83,13 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	}
 	// The history is sent as stored, without a copy; this turn's messages
 	// follow it.
-	req := provider.Request{System: l.prompt.build(reg, in, sess.Key()), History: hist,
+	req := provider.Request{System: system, History: hist,
 		Messages: []chat.Message{user}, Tools: defs, ToolsJSON: defsJSON}
 
-	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in)}
+	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in), Restricted: in.RestrictTools}
+	if in.RestrictTools {
+		call.RestrictedBy = restrictedSource(in)
+	}
 	tctx := tools.WithCall(ctx, call)
 	var (
 		added []chat.Message
@@ -184,4 +196,12 @@ func userText(in bus.Inbound) string {
 		text += note
 	}
 	return text
+}
+
+// restrictedSource is the channel whose settings restrict in's tools.
+func restrictedSource(in bus.Inbound) string {
+	if v := in.Metadata[metaRestrictedBy]; v != "" {
+		return v
+	}
+	return in.Channel
 }
