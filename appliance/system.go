@@ -12,6 +12,8 @@ import (
 	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/channel/discord"
+	"github.com/perchhq/perch/appliance/channel/slack"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
@@ -233,7 +235,10 @@ func (s *System) BuildGateway() error {
 }
 
 // platforms are the chat platforms this build runs.
-var platforms []channel.Platform
+var platforms = []channel.Platform{
+	discord.Platform,
+	slack.Platform,
+}
 
 // addChannels registers the enabled channels of the platform table. A
 // channel enabled with an empty credential is skipped with a warning: a

@@ -189,7 +189,7 @@ func TestGatewayInvalidSessionIdentifiesAgain(t *testing.T) {
 func TestGatewayWatchdogReplacesWedgedConnection(t *testing.T) {
 	f := discordtest.New()
 	defer f.Close()
-	f.HeartbeatInterval = 100 * time.Millisecond
+	f.SetHeartbeatInterval(100 * time.Millisecond)
 	r := runGateway(t, f, f.Token)
 	r.waitConnected(t)
 	f.Wedge()

@@ -18,6 +18,7 @@ var (
 	reBoldStar  = regexp.MustCompile(`\*\*([^*\n]+?)\*\*`)
 	reBoldUnder = regexp.MustCompile(`(^|[^\w])__([^_\n]+?)__([^\w]|$)`)
 	reItalic    = regexp.MustCompile(`(^|[^\w*])\*([^*\s](?:[^*\n]*[^*\s])?)\*([^\w*]|$)`)
+	reUnderIt   = regexp.MustCompile(`(^|[^\w_])_([^_\s](?:[^_\n]*[^_\s])?)_([^\w_]|$)`)
 	reStrike    = regexp.MustCompile(`~~([^~\n]+?)~~`)
 	reHeading   = regexp.MustCompile(`^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
 	reBullet    = regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`)
@@ -186,6 +187,7 @@ func inlinePlain(line string) string {
 	s = reBoldStar.ReplaceAllString(s, "$1")
 	s = replaceAdjacent(reBoldUnder, s, "$1$2$3")
 	s = replaceAdjacent(reItalic, s, "$1$2$3")
+	s = replaceAdjacent(reUnderIt, s, "$1$2$3")
 	s = reStrike.ReplaceAllString(s, "$1")
 	return p.restore(s)
 }

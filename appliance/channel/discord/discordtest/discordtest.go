@@ -95,6 +95,15 @@ type Sent struct {
 	Raw []byte
 }
 
+// String shows a sent message briefly (test failures print it).
+func (s Sent) String() string {
+	c := s.Content
+	if len(c) > 80 {
+		c = c[:80] + "…"
+	}
+	return fmt.Sprintf("{channel %s reply-to %q files %v: %q}", s.ChannelID, s.ReplyTo, s.Files, c)
+}
+
 // Stats count what happened on the gateway.
 type Stats struct {
 	// Connections counts WebSocket connections accepted; Open is how many
@@ -115,8 +124,6 @@ type Server struct {
 	Token string
 	// Bot is the bot's user, returned by users/@me and READY.
 	Bot User
-	// HeartbeatInterval is sent in Hello.
-	HeartbeatInterval time.Duration
 
 	mu sync.Mutex
 	// sessions by id; a session outlives its connections so it can be resumed.
@@ -129,7 +136,6 @@ type Server struct {
 	typing   map[string]int
 
 	// knobs
-	wedged        bool
 	rateLimits    []time.Duration
 	rateScope     string
 	rejectFormat  func(content string) bool
@@ -138,6 +144,9 @@ type Server struct {
 	restDown      bool
 
 	disallowContent bool
+	// heartbeatInterval is sent in Hello.
+	heartbeatInterval time.Duration
+	refuseGateway     bool
 
 	nextID atomic.Int64
 }
@@ -169,7 +178,7 @@ func newServer() *Server {
 	s := &Server{
 		Token:             "discord-test-token",
 		Bot:               User{ID: "900000000000000001", Username: "perch", Bot: true},
-		HeartbeatInterval: 41250 * time.Millisecond,
+		heartbeatInterval: 41250 * time.Millisecond,
 		sessions:          map[string]*session{},
 		conns:             map[*conn]struct{}{},
 		sentCh:            make(chan struct{}, 1),
@@ -243,6 +252,14 @@ func (s *Server) Typing(channelID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.typing[channelID]
+}
+
+// SetHeartbeatInterval sets the interval new connections are told in Hello
+// (default 41.25 s, as Discord).
+func (s *Server) SetHeartbeatInterval(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heartbeatInterval = d
 }
 
 // RateLimit makes the next len(after) message creations answer 429 with

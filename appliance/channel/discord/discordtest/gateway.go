@@ -101,7 +101,10 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		ws.Close()
 	}()
-	hello, _ := json.Marshal(map[string]int64{"heartbeat_interval": s.HeartbeatInterval.Milliseconds()})
+	s.mu.Lock()
+	interval := s.heartbeatInterval
+	s.mu.Unlock()
+	hello, _ := json.Marshal(map[string]int64{"heartbeat_interval": interval.Milliseconds()})
 	if c.write(frame{Op: opHello, D: hello}) != nil {
 		return
 	}
@@ -150,7 +153,18 @@ func asClose(err error, target **websocket.CloseError) bool {
 }
 
 func (s *Server) tokenOK(tok string) bool {
-	return strings.TrimPrefix(tok, "Bot ") == s.Token
+	s.mu.Lock()
+	refuse := s.refuseGateway
+	s.mu.Unlock()
+	return !refuse && strings.TrimPrefix(tok, "Bot ") == s.Token
+}
+
+// RefuseGatewayToken makes the gateway close Identify and Resume with 4004
+// while the REST API still accepts the token, as after a token reset.
+func (s *Server) RefuseGatewayToken(refuse bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuseGateway = refuse
 }
 
 func (s *Server) identify(c *conn, d json.RawMessage) bool {
@@ -276,6 +290,19 @@ func (s *Server) Post(m Message) Message {
 	}
 	if m.Attachments == nil {
 		m.Attachments = []Attachment{}
+	}
+	if r := m.ReferencedMessage; r != nil {
+		ref := *r
+		if ref.Timestamp == "" {
+			ref.Timestamp = m.Timestamp
+		}
+		if ref.Mentions == nil {
+			ref.Mentions = []User{}
+		}
+		if ref.Attachments == nil {
+			ref.Attachments = []Attachment{}
+		}
+		m.ReferencedMessage = &ref
 	}
 	s.mu.Lock()
 	sessions := make([]*session, 0, len(s.sessions))

@@ -26,15 +26,28 @@ import (
 	"time"
 )
 
-// Posted is a message the bot posted with chat.postMessage.
+// Posted is a message the bot posted with chat.postMessage, or a file it
+// shared (files.completeUploadExternal).
 type Posted struct {
 	Channel  string
 	Text     string
 	ThreadTS string
+	// File and FileData are a shared file's name and content.
+	File     string
+	FileData []byte
 	// Mrkdwn is false when the bot asked for plain text (mrkdwn=false).
 	Mrkdwn bool
 	TS     string
 	At     time.Time
+}
+
+// String shows a post briefly (test failures print it).
+func (p Posted) String() string {
+	t := p.Text
+	if len(t) > 80 {
+		t = t[:80] + "…"
+	}
+	return fmt.Sprintf("{channel %s thread %q mrkdwn %v file %q: %q}", p.Channel, p.ThreadTS, p.Mrkdwn, p.File, t)
 }
 
 // User is a workspace member users.info describes.
@@ -66,24 +79,23 @@ type Server struct {
 	BotToken, AppToken string
 	// BotUserID, BotName, TeamID describe the bot (auth.test).
 	BotUserID, BotName, TeamID, AppID string
-	// PingInterval is how often the fake pings each connection, as Slack
-	// does; 0 means 5 s.
-	PingInterval time.Duration
-	// AckTimeout is how long an envelope may go unacknowledged before the
-	// fake delivers it again (Slack: about 3 s); retries stop after 3.
-	AckTimeout time.Duration
-
-	mu      sync.Mutex
-	users   map[string]User
-	posted  []Posted
-	postCh  chan struct{}
-	conns   map[*conn]struct{}
-	pending []*envelope // not yet acknowledged, in delivery order
-	stats   Stats
-	files   map[string][]byte
+	mu                                sync.Mutex
+	// pingInterval is how often the fake pings each connection, as Slack
+	// does; ackTimeout how long an envelope may go unacknowledged before
+	// it is delivered again (Slack: about 3 s; retries stop after 3).
+	pingInterval, ackTimeout time.Duration
+	users                    map[string]User
+	posted                   []Posted
+	postCh                   chan struct{}
+	conns                    map[*conn]struct{}
+	pending                  []*envelope // not yet acknowledged, in delivery order
+	stats                    Stats
+	files                    map[string][]byte
 	// knobs
 	rateLimits   []int // Retry-After seconds for the next chat.postMessage calls
 	rejectMrkdwn bool
+	ignoreAcks   int
+	uploads      map[string]*upload
 	down         bool
 	ts           atomic.Int64
 	seq          atomic.Int64
@@ -119,9 +131,9 @@ func newServer() *Server {
 	s := &Server{
 		BotToken: "xoxb-test-bot-token", AppToken: "xapp-1-test-app-token",
 		BotUserID: "UBOT0001", BotName: "perch", TeamID: "T0001", AppID: "A0001",
-		PingInterval: 5 * time.Second, AckTimeout: 3 * time.Second,
+		pingInterval: 5 * time.Second, ackTimeout: 3 * time.Second,
 		users: map[string]User{}, postCh: make(chan struct{}, 1), conns: map[*conn]struct{}{},
-		files: map[string][]byte{}, closed: make(chan struct{}),
+		files: map[string][]byte{}, closed: make(chan struct{}), uploads: map[string]*upload{},
 	}
 	s.ts.Store(1700000000_000100)
 	return s
@@ -148,6 +160,21 @@ func (s *Server) Close() {
 // APIBase is the Web API base for channels.slack.api_base (with the
 // trailing slash slack-go needs).
 func (s *Server) APIBase() string { return s.HTTP.URL + "/api/" }
+
+// SetPingInterval sets how often new connections are pinged (default 5 s).
+func (s *Server) SetPingInterval(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pingInterval = d
+}
+
+// SetAckTimeout sets how long an envelope may wait for its ack before it
+// is delivered again (default 3 s, as Slack).
+func (s *Server) SetAckTimeout(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ackTimeout = d
+}
 
 // AddUser makes users.info know u.
 func (s *Server) AddUser(u User) {
@@ -212,6 +239,15 @@ func (s *Server) RejectMrkdwn(reject bool) {
 	s.rejectMrkdwn = reject
 }
 
+// IgnoreAcks makes the fake lose the next n acknowledgements, as when an
+// ack is lost with a dropped connection: Slack then redelivers the
+// envelope with retry_attempt set.
+func (s *Server) IgnoreAcks(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ignoreAcks = n
+}
+
 // Down makes every Web API call fail with 503 until called with false.
 func (s *Server) Down(down bool) {
 	s.mu.Lock()
@@ -243,6 +279,9 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("POST /api/users.info", s.method(s.botToken, s.usersInfo))
 	mux.HandleFunc("GET /api/users.info", s.method(s.botToken, s.usersInfo))
 	mux.HandleFunc("GET /files-pri/{id}/{name}", s.file)
+	mux.HandleFunc("POST /api/files.getUploadURLExternal", s.method(s.botToken, s.uploadURL))
+	mux.HandleFunc("POST /upload/{id}", s.receiveUpload)
+	mux.HandleFunc("POST /api/files.completeUploadExternal", s.method(s.botToken, s.completeUpload))
 	mux.HandleFunc("GET /link/", s.serveSocket)
 	return mux
 }
@@ -402,4 +441,79 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.Write(data)
+}
+
+type upload struct {
+	name     string
+	length   int
+	data     []byte
+	received bool
+}
+
+func (s *Server) uploadURL(w http.ResponseWriter, r request) {
+	n, err := strconv.Atoi(r.args["length"])
+	if err != nil || n <= 0 || r.args["filename"] == "" {
+		slackError(w, "invalid_arguments")
+		return
+	}
+	id := "F" + strconv.FormatInt(s.seq.Add(1), 10)
+	s.mu.Lock()
+	s.uploads[id] = &upload{name: r.args["filename"], length: n}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "upload_url": s.HTTP.URL + "/upload/" + id, "file_id": id})
+}
+
+func (s *Server) receiveUpload(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+s.BotToken {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	f, _, err := r.FormFile("file")
+	if err != nil {
+		http.Error(w, "no file", http.StatusBadRequest)
+		return
+	}
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, 64<<20))
+	s.mu.Lock()
+	u, ok := s.uploads[r.PathValue("id")]
+	if ok {
+		u.data, u.received = data, true
+	}
+	s.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	io.WriteString(w, "OK - "+strconv.Itoa(len(data)))
+}
+
+func (s *Server) completeUpload(w http.ResponseWriter, r request) {
+	var files []struct {
+		ID    string `json:"id"`
+		Title string `json:"title"`
+	}
+	if json.Unmarshal([]byte(r.args["files"]), &files) != nil || len(files) == 0 {
+		slackError(w, "invalid_arguments")
+		return
+	}
+	var out []map[string]any
+	for _, f := range files {
+		s.mu.Lock()
+		u, ok := s.uploads[f.ID]
+		s.mu.Unlock()
+		if !ok || !u.received || len(u.data) != u.length {
+			slackError(w, "file_upload_failed")
+			return
+		}
+		s.mu.Lock()
+		s.posted = append(s.posted, Posted{Channel: r.args["channel_id"], ThreadTS: r.args["thread_ts"], File: u.name, FileData: u.data, Mrkdwn: true, TS: s.NextTS(), At: time.Now()})
+		s.mu.Unlock()
+		out = append(out, map[string]any{"id": f.ID, "title": f.Title})
+	}
+	select {
+	case s.postCh <- struct{}{}:
+	default:
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "files": out})
 }

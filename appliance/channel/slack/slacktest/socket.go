@@ -101,6 +101,11 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		s.mu.Lock()
+		if s.ignoreAcks > 0 {
+			s.ignoreAcks--
+			s.mu.Unlock()
+			continue
+		}
 		for i, e := range s.pending {
 			if e.id == ack.EnvelopeID {
 				if d := time.Since(e.sentAt); d > s.stats.MaxAckDelay {
@@ -117,7 +122,10 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) pinger(c *conn, done chan struct{}) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.PingInterval)
+	s.mu.Lock()
+	every := s.pingInterval
+	s.mu.Unlock()
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -170,7 +178,7 @@ func (s *Server) flush() {
 // AckTimeout, with retry_attempt counting up, and gives up after 3.
 func (s *Server) redeliver() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.AckTimeout / 4)
+	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
@@ -183,7 +191,7 @@ func (s *Server) redeliver() {
 		var out []map[string]any
 		keep := s.pending[:0]
 		for _, e := range s.pending {
-			if !e.sent || time.Since(e.sentAt) < s.AckTimeout {
+			if !e.sent || time.Since(e.sentAt) < s.ackTimeout {
 				keep = append(keep, e)
 				continue
 			}
