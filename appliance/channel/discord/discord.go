@@ -171,7 +171,11 @@ func (c *Channel) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	first := make(chan error, 1)
 	var once sync.Once
-	report := func(err error) { once.Do(func() { first <- err }) }
+	report := func(err error) bool {
+		sent := false
+		once.Do(func() { first <- err; sent = true })
+		return sent
+	}
 	gw := newGateway(gatewayConfig{
 		Token: c.token,
 		URL:   c.gatewayURL,
@@ -220,8 +224,9 @@ func (c *Channel) Start(ctx context.Context) error {
 		if err != nil && runCtx.Err() == nil {
 			err = fatalError(err)
 			c.state.Disconnected(err.Error())
-			c.log.Error("Discord channel stopped", "err", err)
-			report(err)
+			if !report(err) {
+				c.log.Error("Discord channel stopped", "err", err)
+			}
 		}
 		cancel()
 	}()

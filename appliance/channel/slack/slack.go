@@ -203,11 +203,11 @@ type authError struct {
 }
 
 func (e *authError) Error() string {
-	hint := "an xoxb- bot token from OAuth & Permissions"
+	what, hint := "bot token", "the xoxb- token under OAuth & Permissions"
 	if strings.HasSuffix(e.Key, "app_token") {
-		hint = "an xapp- app-level token with the connections:write scope, from Basic Information → App-Level Tokens"
+		what, hint = "app-level token", "an xapp- token with connections:write, under Basic Information → App-Level Tokens"
 	}
-	return fmt.Sprintf("slack: Slack refused %s (%s); set %s to %s", e.Key, e.Code, e.Key, hint)
+	return fmt.Sprintf("slack: Slack refused the %s (%s); set %s to %s", what, e.Code, e.Key, hint)
 }
 
 func fatalCode(err error) (string, bool) {
@@ -226,7 +226,11 @@ func fatalCode(err error) (string, bool) {
 // token for good. first gets the outcome of the first attempt.
 func (c *Channel) run(ctx context.Context, first chan<- error) {
 	var once sync.Once
-	report := func(err error) { once.Do(func() { first <- err }) }
+	report := func(err error) bool {
+		sent := false
+		once.Do(func() { first <- err; sent = true })
+		return sent
+	}
 	defer report(nil)
 	b := c.opts.Backoff
 	for {
@@ -266,12 +270,14 @@ func (c *Channel) unreachable(err error, wait time.Duration) {
 	c.log.Warn("Slack unreachable; retrying", "err", err, "in", wait.Round(time.Millisecond))
 }
 
-// fatal records a refusal that needs the owner, and reports it to Start.
-func (c *Channel) fatal(err error, report func(error)) {
+// fatal records a refusal that needs the owner and reports it to Start,
+// or, after start-up, logs it.
+func (c *Channel) fatal(err error, report func(error) bool) {
 	c.state.Disconnected(err.Error())
 	c.state.Fail(err)
-	c.log.Error("Slack channel stopped", "err", err)
-	report(err)
+	if !report(err) {
+		c.log.Error("Slack channel stopped", "err", err)
+	}
 }
 
 // Send posts out in its chat and thread, split at Slack's text limit,

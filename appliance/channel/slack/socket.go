@@ -28,7 +28,7 @@ type envelope struct {
 
 // runSocket holds the Socket Mode connection until ctx ends (nil) or
 // Slack refuses the app-level token (an *authError).
-func (c *Channel) runSocket(ctx context.Context, report func(error)) error {
+func (c *Channel) runSocket(ctx context.Context, report func(error) bool) error {
 	sm := socketmode.New(c.api,
 		socketmode.OptionPingInterval(c.opts.PingTimeout),
 		socketmode.OptionReadLimit(readLimit),
