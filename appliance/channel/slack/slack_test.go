@@ -403,3 +403,24 @@ func TestImageSentAsFile(t *testing.T) {
 		t.Errorf("file post %+v", p)
 	}
 }
+
+// TestWorkingReaction: while the agent works on a message it carries the
+// bot's :eyes: reaction (Slack has no typing indicator for bots); the
+// reaction goes once the answer is posted.
+func TestWorkingReaction(t *testing.T) {
+	f := newFake(t)
+	p := providertest.New()
+	t.Cleanup(p.Close)
+	release := make(chan struct{})
+	p.Default = func(providertest.ChatRequest) providertest.Reply {
+		<-release
+		return providertest.Reply{Content: "done"}
+	}
+	h := start(t, f, setup{env: channeltest.Options{Provider: p}})
+	h.connected(t)
+	ts := f.PostMessage(slacktest.Message{Channel: "D1", ChannelType: "im", User: "U1", Text: "work"})
+	waitFor(t, "the working reaction", func() bool { return f.Reacted("D1", ts, "eyes") })
+	close(release)
+	waitPosted(t, f, 1)
+	waitFor(t, "the reaction to go", func() bool { return !f.Reacted("D1", ts, "eyes") })
+}

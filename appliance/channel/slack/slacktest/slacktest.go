@@ -70,6 +70,8 @@ type Stats struct {
 	MaxAckDelay time.Duration
 	// Origins are the Origin headers of WebSocket handshakes.
 	Origins []string
+	// Reactions counts reactions the bot added.
+	Reactions int
 }
 
 // Server is the fake.
@@ -95,6 +97,7 @@ type Server struct {
 	rateLimits   []int // Retry-After seconds for the next chat.postMessage calls
 	rejectMrkdwn bool
 	ignoreAcks   int
+	reactions    map[string]bool // "channel/ts/name" present
 	uploads      map[string]*upload
 	down         bool
 	ts           atomic.Int64
@@ -133,7 +136,7 @@ func newServer() *Server {
 		BotUserID: "UBOT0001", BotName: "perch", TeamID: "T0001", AppID: "A0001",
 		pingInterval: 5 * time.Second, ackTimeout: 3 * time.Second,
 		users: map[string]User{}, postCh: make(chan struct{}, 1), conns: map[*conn]struct{}{},
-		files: map[string][]byte{}, closed: make(chan struct{}), uploads: map[string]*upload{},
+		files: map[string][]byte{}, closed: make(chan struct{}), uploads: map[string]*upload{}, reactions: map[string]bool{},
 	}
 	s.ts.Store(1700000000_000100)
 	return s
@@ -279,6 +282,8 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("POST /api/users.info", s.method(s.botToken, s.usersInfo))
 	mux.HandleFunc("GET /api/users.info", s.method(s.botToken, s.usersInfo))
 	mux.HandleFunc("GET /files-pri/{id}/{name}", s.file)
+	mux.HandleFunc("POST /api/reactions.add", s.method(s.botToken, s.reaction(true)))
+	mux.HandleFunc("POST /api/reactions.remove", s.method(s.botToken, s.reaction(false)))
 	mux.HandleFunc("POST /api/files.getUploadURLExternal", s.method(s.botToken, s.uploadURL))
 	mux.HandleFunc("POST /upload/{id}", s.receiveUpload)
 	mux.HandleFunc("POST /api/files.completeUploadExternal", s.method(s.botToken, s.completeUpload))
@@ -516,4 +521,36 @@ func (s *Server) completeUpload(w http.ResponseWriter, r request) {
 	default:
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "files": out})
+}
+
+// reaction is reactions.add (add) or reactions.remove.
+func (s *Server) reaction(add bool) func(http.ResponseWriter, request) {
+	return func(w http.ResponseWriter, r request) {
+		key := r.args["channel"] + "/" + r.args["timestamp"] + "/" + r.args["name"]
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch {
+		case r.args["channel"] == "" || r.args["timestamp"] == "" || r.args["name"] == "":
+			slackError(w, "invalid_arguments")
+		case add && s.reactions[key]:
+			slackError(w, "already_reacted")
+		case !add && !s.reactions[key]:
+			slackError(w, "no_reaction")
+		default:
+			if add {
+				s.reactions[key] = true
+				s.stats.Reactions++
+			} else {
+				delete(s.reactions, key)
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+		}
+	}
+}
+
+// Reacted reports whether the bot's reaction name is on message ts of channel.
+func (s *Server) Reacted(channel, ts, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reactions[channel+"/"+ts+"/"+name]
 }
