@@ -12,6 +12,7 @@ import (
 	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/channel/telegram"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
@@ -233,7 +234,7 @@ func (s *System) BuildGateway() error {
 }
 
 // platforms are the chat platforms this build runs.
-var platforms []channel.Platform
+var platforms = []channel.Platform{telegram.Platform}
 
 // addChannels registers the enabled channels of the platform table. A
 // channel enabled with an empty credential is skipped with a warning: a
