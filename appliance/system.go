@@ -12,6 +12,7 @@ import (
 	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/channel/line"
 	"github.com/perchhq/perch/appliance/channel/telegram"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/devices"
@@ -234,7 +235,7 @@ func (s *System) BuildGateway() error {
 }
 
 // platforms are the chat platforms this build runs.
-var platforms = []channel.Platform{telegram.Platform}
+var platforms = []channel.Platform{telegram.Platform, line.Platform}
 
 // addChannels registers the enabled channels of the platform table. A
 // channel enabled with an empty credential is skipped with a warning: a
