@@ -63,18 +63,18 @@ type Server struct {
 	// BotName is the bot's display name.
 	BotName string
 
-	mu        sync.Mutex
-	tokens    map[string]token
-	sent      []Sent
-	batches   int
-	loading   []Loading
-	keys      map[string]bool
-	fail      map[string][]Failure
-	content   map[string][]byte
-	nextMsg   int
-	pushes    int
-	replyTTL  time.Duration
-	requests  map[string]int
+	mu       sync.Mutex
+	tokens   map[string]token
+	sent     []Sent
+	batches  int
+	loading  []Loading
+	keys     map[string]bool
+	fail     map[string][]Failure
+	content  map[string][]byte
+	nextMsg  int
+	pushes   int
+	replyTTL time.Duration
+	requests map[string]int
 }
 
 type token struct {
