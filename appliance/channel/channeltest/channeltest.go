@@ -1,9 +1,8 @@
-// Package channeltest runs a chat channel against the real agent loop for
-// tests: a store in a temporary directory, the bus, the agent with a fake
-// provider (providertest) and the tools a restricted turn must not get, the
-// channel manager and its hub — the same parts the gateway wires, without
-// the HTTP server. A test builds its platform's channel from Deps, starts it
-// here, and drives the platform's fake.
+// Package channeltest runs a chat channel against the real agent in one
+// process, for the platforms' tests: a bus, a bbolt store, the channels'
+// hub and manager (the dispatcher), and the agent loop whose provider is
+// providertest's loopback fake. A platform test drives its platform's fake;
+// everything between the two is the production code.
 package channeltest
 
 import (
@@ -26,146 +25,159 @@ import (
 	"github.com/perchhq/perch/store"
 )
 
-// Options tune a Harness.
-type Options struct {
-	// Dir holds the store and the workspace; empty makes a temporary one.
-	// A second harness on the same Dir is a restart.
-	Dir string
-	// Provider is the fake model; nil starts one.
+// Env is one in-process gateway's worth of what a channel talks to.
+type Env struct {
+	Bus      *bus.Bus
+	Store    *store.DB
+	Hub      *channel.Hub
+	Manager  *channel.Manager
+	Agent    *agent.Loop
 	Provider *providertest.Server
+	Tools    *tools.Registry
+	// Workspace is the agent's workspace (received media land under it).
+	Workspace string
+	Log       *slog.Logger
+	// Logs holds what was logged when Options.Log was nil.
+	Logs *Buffer
+	// StorePath is the database file: a second Env on it is the same
+	// gateway restarted.
+	StorePath string
+
+	tb       testing.TB
+	mu       sync.Mutex
+	stopped  bool
+	executed map[string]int
+}
+
+// Options tune an Env.
+type Options struct {
+	// StorePath reuses a database (a restart); empty makes a fresh one.
+	StorePath string
+	// Provider reuses a fake provider; nil starts one (echoing "echo: …").
+	Provider *providertest.Server
+	// Workspace reuses a workspace; empty makes one.
+	Workspace string
+	// Log receives everything logged; nil keeps it in Env.Logs.
+	Log *slog.Logger
 	// Transcribe is the hub's voice transcription (nil: none).
 	Transcribe channel.TranscribeFunc
 	// SaveAllowFrom records approvals (nil: in memory only).
 	SaveAllowFrom func(ch, id string) error
+	// TestTools registers "switch_relay" (changes the board) and
+	// "read_sensor" (does not) for tool-restriction tests, and the canvas.
+	TestTools bool
 }
 
-// Harness is a running agent with a channel manager.
-type Harness struct {
-	T        testing.TB
-	Dir      string
-	Store    *store.DB
-	Bus      *bus.Bus
-	Provider *providertest.Server
-	Tools    *tools.Registry
-	Agent    *agent.Loop
-	Manager  *channel.Manager
-	Hub      *channel.Hub
-	Log      *slog.Logger
-	Logs     *Buffer
-
-	// Executed counts calls of the board-changing test tool "switch_relay"
-	// and of "read_sensor".
-	mu       sync.Mutex
-	executed map[string]int
-	stopped  bool
-}
-
-// New builds a harness; Start starts it, Cleanup stops it.
-func New(t testing.TB, o Options) *Harness {
-	t.Helper()
-	dir := o.Dir
-	if dir == "" {
-		dir = t.TempDir()
+// New builds an Env; Start starts it. Cleanup stops it.
+func New(tb testing.TB, o Options) *Env {
+	tb.Helper()
+	e := &Env{tb: tb, Bus: bus.New(64), Log: o.Log, StorePath: o.StorePath, Workspace: o.Workspace, Provider: o.Provider,
+		Logs: &Buffer{}, executed: map[string]int{}}
+	if e.Log == nil {
+		e.Log = slog.New(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	logs := &Buffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	db, err := store.Open(filepath.Join(dir, "perch.db"), store.Options{})
+	if e.StorePath == "" {
+		e.StorePath = filepath.Join(tb.TempDir(), "perch.db")
+	}
+	if e.Workspace == "" {
+		e.Workspace = tb.TempDir()
+	}
+	if e.Provider == nil {
+		e.Provider = providertest.New()
+		tb.Cleanup(e.Provider.Close)
+	}
+	db, err := store.Open(e.StorePath, store.Options{})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatalf("channeltest: %v", err)
 	}
-	prov := o.Provider
-	if prov == nil {
-		prov = providertest.New()
-		t.Cleanup(prov.Close)
-	}
-	client, err := provider.New(context.Background(), provider.Options{
-		Choice:   provider.Choice{Name: "openai", Model: "gpt-test", Configured: "gpt-test"},
-		Settings: config.Provider{APIKey: "sk-test", APIBase: prov.Base(), MaxRetries: 0},
-		Log:      log,
-	})
+	e.Store = db
+	cfg := config.Default()
+	cfg.Providers.OpenRouter.APIKey = "sk-channeltest"
+	cfg.Providers.OpenRouter.APIBase = e.Provider.Base()
+	cfg.Providers.OpenRouter.MaxRetries = 0
+	cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
+	cl, err := provider.FromConfig(context.Background(), cfg, e.Log)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatalf("channeltest: %v", err)
 	}
-	h := &Harness{T: t, Dir: dir, Store: db, Bus: bus.New(64), Provider: prov, Log: log, Logs: logs, executed: map[string]int{}}
-	h.Tools = tools.NewRegistry(log)
-	h.Tools.Register(tools.Func{ToolName: "switch_relay", ToolDescription: "Switch the relay.", Mutating: true,
-		Run: func(context.Context, tools.Args) tools.Result { h.count("switch_relay"); return tools.Text("switched") }})
-	h.Tools.Register(tools.Func{ToolName: "read_sensor", ToolDescription: "Read the sensor.",
-		Run: func(context.Context, tools.Args) tools.Result { h.count("read_sensor"); return tools.Text("21.5 °C") }})
-	h.Tools.Register(tools.NewCanvas())
-	h.Agent = agent.New(agent.Options{Store: db, Provider: client, Tools: h.Tools, Bus: h.Bus, Log: log,
-		Workspace: filepath.Join(dir, "workspace"), TurnTimeout: 30 * time.Second})
-	h.Manager = channel.NewManager(h.Bus, log)
-	h.Hub = channel.NewHub(channel.HubOptions{Bus: h.Bus, Store: db, Log: log, Workspace: filepath.Join(dir, "workspace"),
+	e.Hub = channel.NewHub(channel.HubOptions{Bus: e.Bus, Store: db, Log: e.Log, Workspace: e.Workspace,
 		Transcribe: o.Transcribe, SaveAllowFrom: o.SaveAllowFrom})
-	h.Manager.UseHub(h.Hub)
-	t.Cleanup(h.Stop)
-	return h
+	e.Manager = channel.NewManager(e.Bus, e.Log)
+	e.Manager.UseHub(e.Hub)
+	e.Tools = tools.NewRegistry(e.Log)
+	if o.TestTools {
+		e.Tools.Register(tools.Func{ToolName: "switch_relay", ToolDescription: "Switch the relay.", Mutating: true,
+			Run: func(context.Context, tools.Args) tools.Result { e.count("switch_relay"); return tools.Text("switched") }})
+		e.Tools.Register(tools.Func{ToolName: "read_sensor", ToolDescription: "Read the sensor.",
+			Run: func(context.Context, tools.Args) tools.Result { e.count("read_sensor"); return tools.Text("21.5 °C") }})
+		e.Tools.Register(tools.NewCanvas())
+	}
+	e.Agent = agent.New(agent.Options{
+		Store: db, Provider: cl, Tools: e.Tools, Bus: e.Bus, Log: e.Log, Workspace: e.Workspace,
+		MaxToolIterations: 5, MaxConcurrentTurns: 4, MaxQueuedTurns: 16, TurnTimeout: 20 * time.Second, HistoryLimit: 100,
+	})
+	tb.Cleanup(e.Stop)
+	return e
 }
 
-func (h *Harness) count(name string) {
-	h.mu.Lock()
-	h.executed[name]++
-	h.mu.Unlock()
+func (e *Env) count(name string) {
+	e.mu.Lock()
+	e.executed[name]++
+	e.mu.Unlock()
 }
 
 // Executed counts the runs of a test tool (switch_relay, read_sensor).
-func (h *Harness) Executed(name string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.executed[name]
+func (e *Env) Executed(name string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.executed[name]
 }
 
-// Deps returns the dependencies of a platform with section sec.
-func (h *Harness) Deps(sec config.ChannelSection) channel.Deps {
-	return channel.Deps{Section: sec, Bus: h.Bus, Store: h.Store, Log: h.Log.With("channel", sec.Name),
-		Workspace: filepath.Join(h.Dir, "workspace"), Hub: h.Hub}
+// Deps are the channel.Deps of a platform with section sec.
+func (e *Env) Deps(sec config.ChannelSection) channel.Deps {
+	return channel.Deps{Section: sec, Bus: e.Bus, Store: e.Store, Log: e.Log.With("channel", sec.Name), Workspace: e.Workspace, Hub: e.Hub}
 }
 
-// Start registers the channels and starts the agent and the manager; a
-// channel's Start error fails the test.
-func (h *Harness) Start(chs ...channel.Channel) {
-	h.T.Helper()
-	if err := h.StartErr(chs...); err != nil {
-		h.T.Fatal(err)
-	}
-}
-
-// StartErr is Start returning the manager's error.
-func (h *Harness) StartErr(chs ...channel.Channel) error {
+// Start registers the channels and starts them, the dispatcher and the
+// agent, as the gateway does. A channel's Start error is returned.
+func (e *Env) Start(chs ...channel.Channel) error {
+	e.tb.Helper()
 	for _, c := range chs {
-		h.Manager.Register(c)
+		e.Manager.Register(c)
 	}
-	if err := h.Agent.Start(context.Background()); err != nil {
-		return err
+	if err := e.Agent.Start(context.Background()); err != nil {
+		e.tb.Fatalf("channeltest: agent: %v", err)
 	}
-	return h.Manager.Start(context.Background())
+	return e.Manager.Start(context.Background())
 }
 
-// Stop stops in the gateway's order (agent, then channels), then closes
-// the store. It may be called twice.
-func (h *Harness) Stop() {
-	h.mu.Lock()
-	if h.stopped {
-		h.mu.Unlock()
+// Stop stops the agent, the channels and the store, in the gateway's order;
+// a second call does nothing.
+func (e *Env) Stop() {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
 		return
 	}
-	h.stopped = true
-	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	e.stopped = true
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h.Agent.Stop(ctx)
-	h.Manager.Stop(ctx)
-	h.Store.Close()
+	e.Agent.Stop(ctx)
+	e.Manager.Stop(ctx)
+	e.Bus.Close()
+	if err := e.Store.Close(); err != nil {
+		e.tb.Errorf("channeltest: closing the store: %v", err)
+	}
 }
 
-// Eventually polls cond until it holds or timeout passes.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
+// Eventually polls cond until it holds, or fails the test after timeout.
+func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

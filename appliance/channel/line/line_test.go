@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ func section(base string, port int, mutate func(*config.LINEChannel)) config.Cha
 }
 
 type env struct {
-	h    *channeltest.Harness
+	h    *channeltest.Env
 	c    *line.Channel
 	fake *linetest.Server
 	url  string
@@ -72,7 +73,9 @@ func start(t *testing.T, fake *linetest.Server, o channeltest.Options, mutate fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Start(c)
+	if err := h.Start(c); err != nil {
+		t.Fatal(err)
+	}
 	return &env{h: h, c: c, fake: fake, url: "http://" + c.Addr() + "/webhook/line"}
 }
 
@@ -179,14 +182,14 @@ func TestReplyTokenRefusedByLINEFallsBackToPush(t *testing.T) {
 func TestRedeliveryIsAnsweredOnce(t *testing.T) {
 	fake := newFake(t)
 	dir := t.TempDir()
-	e := start(t, fake, channeltest.Options{Dir: dir}, nil, fastOptions())
+	e := start(t, fake, restartOptions(dir), nil, fastOptions())
 	d := fake.NewEvent(linetest.Event{UserID: alice, Text: "once"})
 	e.deliver(t, d)
 	fake.WaitSent(1, 10*time.Second)
 	e.deliver(t, fake.Redelivery(d))
 	// And after a restart, LINE redelivers again.
 	e.h.Stop()
-	e2 := start(t, fake, channeltest.Options{Dir: dir, Provider: e.h.Provider}, nil, fastOptions())
+	e2 := start(t, fake, restartOptions(dir, e.h.Provider), nil, fastOptions())
 	e2.deliver(t, fake.Redelivery(d))
 	time.Sleep(500 * time.Millisecond)
 	if n := len(fake.Sent()); n != 1 {
@@ -329,7 +332,7 @@ func TestTokenRejectedAtStartNamesTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = h.StartErr(c)
+	err = h.Start(c)
 	if !errors.Is(err, line.ErrTokenRejected) || !strings.Contains(err.Error(), "channels.line.channel_access_token") || strings.Contains(err.Error(), accessToken) {
 		t.Fatalf("Start = %v", err)
 	}
@@ -347,7 +350,7 @@ func TestBusyWebhookPortNamesTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.StartErr(c); err == nil || !strings.Contains(err.Error(), "channels.line.webhook_port") {
+	if err := h.Start(c); err == nil || !strings.Contains(err.Error(), "channels.line.webhook_port") {
 		t.Fatalf("Start on a busy port = %v; want an error naming channels.line.webhook_port", err)
 	}
 }
@@ -359,7 +362,9 @@ func TestUnreachableAtStartThenRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Start(c)
+	if err := h.Start(c); err != nil {
+		t.Fatal(err)
+	}
 	if ok, msg := c.Check(context.Background()); ok || !strings.Contains(msg, "unreachable") {
 		t.Fatalf("check = %v %q; want failing, saying LINE is unreachable", ok, msg)
 	}
@@ -396,7 +401,9 @@ func TestServedOnTheGatewayListenerWhenThePortsMatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Start(c)
+	if err := h.Start(c); err != nil {
+		t.Fatal(err)
+	}
 	if !c.OnGateway() || c.Addr() != "" {
 		t.Fatalf("on gateway = %v, own listener %q; want the gateway's listener only", c.OnGateway(), c.Addr())
 	}
@@ -454,4 +461,14 @@ func TestManyDeliveriesLeakNothing(t *testing.T) {
 	if g1 := settle(); g1 > g0+3 {
 		t.Errorf("goroutines grew from %d to %d across 50 deliveries", g0, g1)
 	}
+}
+
+// restartOptions put the database and workspace in dir, so a second
+// Env on the same dir is the gateway restarted.
+func restartOptions(dir string, prov ...*providertest.Server) channeltest.Options {
+	o := channeltest.Options{StorePath: filepath.Join(dir, "perch.db"), Workspace: filepath.Join(dir, "workspace")}
+	if len(prov) > 0 {
+		o.Provider = prov[0]
+	}
+	return o
 }

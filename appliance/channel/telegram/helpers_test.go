@@ -3,9 +3,11 @@ package telegram_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/channel/channeltest"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/provider/providertest"
@@ -27,4 +29,14 @@ func transcriber(t *testing.T, prov *providertest.Server) channel.TranscribeFunc
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// restartOptions put the database and workspace in dir, so a second
+// Env on the same dir is the gateway restarted.
+func restartOptions(dir string, prov ...*providertest.Server) channeltest.Options {
+	o := channeltest.Options{StorePath: filepath.Join(dir, "perch.db"), Workspace: filepath.Join(dir, "workspace")}
+	if len(prov) > 0 {
+		o.Provider = prov[0]
+	}
+	return o
 }

@@ -48,14 +48,16 @@ func fastOptions() telegram.Options {
 }
 
 // start runs a Telegram channel on a harness against fake.
-func start(t *testing.T, fake *telegramtest.Server, o channeltest.Options, mutate func(*config.BotChannel), opts telegram.Options) (*channeltest.Harness, *telegram.Channel) {
+func start(t *testing.T, fake *telegramtest.Server, o channeltest.Options, mutate func(*config.BotChannel), opts telegram.Options) (*channeltest.Env, *telegram.Channel) {
 	t.Helper()
 	h := channeltest.New(t, o)
 	c, err := telegram.New(h.Deps(section(fake.Base(), mutate)), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Start(c)
+	if err := h.Start(c); err != nil {
+		t.Fatal(err)
+	}
 	return h, c
 }
 
@@ -321,7 +323,7 @@ func TestTokenRejectedAtStartNamesTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = h.StartErr(c)
+	err = h.Start(c)
 	if !errors.Is(err, telegram.ErrTokenRejected) || !strings.Contains(err.Error(), "channels.telegram.token") {
 		t.Fatalf("Start = %v; want the rejected token naming channels.telegram.token", err)
 	}
@@ -342,7 +344,9 @@ func TestUnreachableAtStartThenRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Start(c)
+	if err := h.Start(c); err != nil {
+		t.Fatal(err)
+	}
 	ok, msg := c.Check(context.Background())
 	if ok || !strings.Contains(msg, "unreachable") {
 		t.Fatalf("check = %v %q; want failing, saying Telegram is unreachable", ok, msg)
@@ -377,7 +381,7 @@ func TestPrivacyModeIsShownInTheCheck(t *testing.T) {
 func TestRestartNeverAnswersTwice(t *testing.T) {
 	fake := newFake(t)
 	dir := t.TempDir()
-	h, _ := start(t, fake, channeltest.Options{Dir: dir}, nil, fastOptions())
+	h, _ := start(t, fake, restartOptions(dir), nil, fastOptions())
 	id := fake.Add(telegramtest.Message{From: alice, Text: "one"})
 	fake.WaitSent(1, 10*time.Second)
 	h.Stop()
@@ -386,7 +390,7 @@ func TestRestartNeverAnswersTwice(t *testing.T) {
 	}
 
 	// A restart: the same database, the same bot.
-	h2, _ := start(t, fake, channeltest.Options{Dir: dir, Provider: h.Provider}, nil, fastOptions())
+	h2, _ := start(t, fake, restartOptions(dir, h.Provider), nil, fastOptions())
 	fake.Add(telegramtest.Message{From: alice, Text: "two"})
 	fake.WaitSent(2, 10*time.Second)
 	// Telegram redelivers the first update (its confirmation was lost).
@@ -414,7 +418,7 @@ func TestTurnInterruptedByShutdownIsAnsweredOnceAfterRestart(t *testing.T) {
 		return providertest.Reply{Content: "late"}
 	}
 	dir := t.TempDir()
-	h, _ := start(t, fake, channeltest.Options{Dir: dir, Provider: prov}, nil, fastOptions())
+	h, _ := start(t, fake, restartOptions(dir, prov), nil, fastOptions())
 	fake.Add(telegramtest.Message{From: alice, Text: "slow question"})
 	<-calls // the turn is running
 	h.Stop()
@@ -423,7 +427,7 @@ func TestTurnInterruptedByShutdownIsAnsweredOnceAfterRestart(t *testing.T) {
 	}
 	close(block)
 	prov.Default = nil // answers at once now: "echo: …"
-	start(t, fake, channeltest.Options{Dir: dir, Provider: prov}, nil, fastOptions())
+	start(t, fake, restartOptions(dir, prov), nil, fastOptions())
 	sent := fake.WaitSent(1, 10*time.Second)
 	time.Sleep(500 * time.Millisecond)
 	sent = fake.Sent()
@@ -531,7 +535,7 @@ func TestVoiceIsTranscribedAndPhotosAreSaved(t *testing.T) {
 		t.Fatalf("the model saw %q for the photo", photo)
 	}
 	path := strings.TrimSuffix(strings.SplitN(photo, "[image attached: ", 2)[1], "]")
-	want := filepath.Join(h.Dir, "workspace", "media", "telegram", time.Now().Format("2006-01-02"))
+	want := filepath.Join(h.Workspace, "media", "telegram", time.Now().Format("2006-01-02"))
 	if !strings.HasPrefix(path, want) || filepath.Base(path) != "image.jpg" {
 		t.Errorf("photo saved at %s, want %s/<message>/image.jpg", path, want)
 	}
@@ -561,7 +565,7 @@ func TestImageReplyArrivesAsAPhoto(t *testing.T) {
 		providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "c1", Name: "canvas", Args: `{"action":"create_node","type":"image","title":"sunrise","content":"` + png + `"}`}}},
 		providertest.Reply{Content: "Here is your picture."},
 	)
-	start(t, fake, channeltest.Options{Provider: prov}, nil, fastOptions())
+	start(t, fake, channeltest.Options{Provider: prov, TestTools: true}, nil, fastOptions())
 	fake.Add(telegramtest.Message{From: alice, Text: "draw a sunrise"})
 	sent := fake.WaitSent(2, 10*time.Second)
 	if len(sent) != 2 || sent[0].Text != "Here is your picture." || sent[1].Method != "sendPhoto" || sent[1].FileSize < 60 || sent[1].ChatID != "42" {
@@ -604,7 +608,7 @@ func TestUnknownSendersGetOnlySafeTools(t *testing.T) {
 				providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "c1", Name: "switch_relay", Args: `{}`}}},
 				providertest.Reply{Content: "ok"},
 			)
-			h, _ := start(t, fake, channeltest.Options{Provider: prov}, func(b *config.BotChannel) { b.AllowAllTools = tc.allowAll }, fastOptions())
+			h, _ := start(t, fake, channeltest.Options{Provider: prov, TestTools: true}, func(b *config.BotChannel) { b.AllowAllTools = tc.allowAll }, fastOptions())
 			fake.Add(telegramtest.Message{From: bob, Text: "switch the relay"})
 			fake.WaitSent(1, 10*time.Second)
 			reqs := prov.Requests()
@@ -636,7 +640,7 @@ func TestUnknownSendersGetOnlySafeTools(t *testing.T) {
 	}
 }
 
-func inboxLen(t *testing.T, h *channeltest.Harness) int {
+func inboxLen(t *testing.T, h *channeltest.Env) int {
 	n := 0
 	if err := h.Store.InboxList(func(uint64, []byte) error { n++; return nil }); err != nil {
 		t.Fatal(err)
