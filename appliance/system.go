@@ -235,7 +235,10 @@ func (s *System) BuildGateway() error {
 }
 
 // platforms are the chat platforms this build runs.
-var platforms = []channel.Platform{telegram.Platform, line.Platform}
+var platforms = []channel.Platform{
+	line.Platform,
+	telegram.Platform,
+}
 
 // addChannels registers the enabled channels of the platform table. A
 // channel enabled with an empty credential is skipped with a warning: a
