@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/gateway"
+	"github.com/perchhq/perch/appliance/provider"
 )
 
 // newHub builds what the channels share: the durable inbox, pairing (whose
@@ -127,5 +129,14 @@ func (s *System) registerChannelsAPI() {
 // transcriber returns voice transcription through groq or openai, whichever
 // has a key (groq first: it is free and fast), or nil.
 func (s *System) transcriber() channel.TranscribeFunc {
-	return nil
+	c, err := provider.NewTranscriber(context.Background(), s.Cfg, s.Log)
+	if err != nil {
+		s.Log.Warn("voice transcription unavailable", "err", err)
+		return nil
+	}
+	if c == nil {
+		return nil
+	}
+	s.Log.Info("voice messages are transcribed", "provider", c.Name(), "model", c.Model())
+	return c.Transcribe
 }

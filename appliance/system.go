@@ -13,7 +13,9 @@ import (
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/channel/discord"
+	"github.com/perchhq/perch/appliance/channel/line"
 	"github.com/perchhq/perch/appliance/channel/slack"
+	"github.com/perchhq/perch/appliance/channel/telegram"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
@@ -237,7 +239,9 @@ func (s *System) BuildGateway() error {
 // platforms are the chat platforms this build runs.
 var platforms = []channel.Platform{
 	discord.Platform,
+	line.Platform,
 	slack.Platform,
+	telegram.Platform,
 }
 
 // addChannels registers the enabled channels of the platform table. A

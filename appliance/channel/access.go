@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/store"
 )
 
@@ -25,22 +26,10 @@ const PairingTTL = 24 * time.Hour
 const maxPairings = 64
 
 // Pairing is a sender waiting for the owner's approval.
-type Pairing struct {
-	Code     string    `json:"code"`
-	Channel  string    `json:"channel"`
-	SenderID string    `json:"sender_id"`
-	Username string    `json:"username,omitempty"`
-	Name     string    `json:"name,omitempty"`
-	ChatID   string    `json:"chat_id"`
-	Created  time.Time `json:"created"`
-}
+type Pairing = api.Pairing
 
 // Approval is what approving a code did.
-type Approval struct {
-	Pairing
-	// Key is the config key the sender was added to.
-	Key string `json:"key"`
-}
+type Approval = api.Approval
 
 // ErrNoPairing is returned for a code that does not exist or expired.
 var ErrNoPairing = errors.New("channels: no such pairing code (codes expire after 24 hours; ask the sender to write to the bot again for a new one)")
@@ -71,9 +60,9 @@ func NormalizeCode(code string) string {
 	return strings.ToUpper(strings.NewReplacer(" ", "", "-", "").Replace(strings.TrimSpace(code)))
 }
 
-// pair returns a fresh pairing code for the sender, or "" when the sender
+// RequestPairing returns a fresh pairing code for the sender, or "" when the sender
 // got an answer less than a day ago (or too many codes wait).
-func pair(db *store.DB, p Pairing, now time.Time) (string, error) {
+func RequestPairing(db *store.DB, p Pairing, now time.Time) (string, error) {
 	var mark senderMark
 	err := db.Get(store.BucketPairing, senderKey(p.Channel, p.SenderID), &mark)
 	if err == nil && now.Sub(mark.Answered) < PairingTTL {

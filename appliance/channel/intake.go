@@ -222,7 +222,7 @@ func (in *Intake) refuse(m Message) {
 	if db == nil || in.hub.o.Bus == nil {
 		return
 	}
-	code, err := pair(db, Pairing{Channel: in.name, SenderID: m.SenderID, Username: m.Username, Name: m.SenderName, ChatID: m.ChatID}, in.hub.o.Now())
+	code, err := RequestPairing(db, Pairing{Channel: in.name, SenderID: m.SenderID, Username: m.Username, Name: m.SenderName, ChatID: m.ChatID}, in.hub.o.Now())
 	if err != nil {
 		in.log.Warn("no pairing code for an unknown sender", "sender", m.SenderID, "err", err)
 		return

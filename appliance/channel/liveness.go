@@ -135,7 +135,7 @@ func (s *Supervisor) Run(ctx context.Context, connect func(ctx context.Context, 
 		log = slog.Default()
 	}
 	for ctx.Err() == nil {
-		err := s.once(ctx, connect)
+		up, err := s.once(ctx, connect)
 		if ctx.Err() != nil {
 			return
 		}
@@ -144,7 +144,11 @@ func (s *Supervisor) Run(ctx context.Context, connect func(ctx context.Context, 
 		if errors.As(err, &se) && se.RetryAfter > 0 {
 			wait = se.RetryAfter
 		}
-		why := fmt.Sprintf("%s connection lost: %v; retrying in %s", s.Name, err, wait.Round(time.Second))
+		what := "unreachable"
+		if up {
+			what = "connection lost"
+		}
+		why := fmt.Sprintf("%s %s: %v; retrying in %s", s.Name, what, err, roundWait(wait))
 		if errors.Is(err, ErrQuiet) {
 			s.Replaced.Add(1)
 		}
@@ -152,15 +156,23 @@ func (s *Supervisor) Run(ctx context.Context, connect func(ctx context.Context, 
 			s.State.Disconnected(why)
 			s.State.Fail(err)
 		}
-		log.Warn(s.Name+" connection lost; retrying", "err", err, "in", wait.Round(time.Millisecond))
+		log.Warn(s.Name+" "+what+"; retrying", "err", err, "in", roundWait(wait))
 		if !Sleep(ctx, wait) {
 			return
 		}
 	}
 }
 
-// once runs one connection under the watchdog.
-func (s *Supervisor) once(ctx context.Context, connect func(ctx context.Context, alive func()) error) error {
+func roundWait(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+// once runs one connection under the watchdog; up reports whether it
+// ever worked.
+func (s *Supervisor) once(ctx context.Context, connect func(ctx context.Context, alive func()) error) (bool, error) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var dog *Watchdog
@@ -189,10 +201,10 @@ func (s *Supervisor) once(ctx context.Context, connect func(ctx context.Context,
 	cancel(err)
 	<-done
 	if cause := context.Cause(cctx); errors.Is(cause, ErrQuiet) {
-		return ErrQuiet
+		return up.Load(), ErrQuiet
 	}
 	if err == nil {
 		err = errors.New("connection closed")
 	}
-	return err
+	return up.Load(), err
 }

@@ -3,6 +3,9 @@ package channel
 import (
 	"context"
 	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MediaKind is what an attachment is. The kinds are the ones a chat message
@@ -79,4 +82,54 @@ func (m Message) SessionKey(channel string) string {
 		k += ":" + m.ThreadID
 	}
 	return k
+}
+
+// StripName finds name (or @name) as a whole word in text, regardless of
+// case, and returns text without it and the punctuation that addressed it
+// ("Perch, what's the time?" → "what's the time?"). Platforms use it for the
+// display-name and user-id steps of mention detection.
+func StripName(text, name string) (string, bool) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return text, false
+	}
+	lower, ln := strings.ToLower(text), strings.ToLower(name)
+	for from := 0; from < len(lower); {
+		i := strings.Index(lower[from:], ln)
+		if i < 0 {
+			return text, false
+		}
+		i += from
+		start, end := i, i+len(ln)
+		if start > 0 && lower[start-1] == '@' {
+			start--
+		}
+		if wordBoundary(lower, start-1) && wordBoundary(lower, end) {
+			// Drop the address's punctuation: "Perch," "Perch:" "@perch!".
+			for end < len(text) && strings.ContainsRune(",:;!", rune(text[end])) {
+				end++
+			}
+			out := strings.TrimSpace(text[:start]) + " " + strings.TrimSpace(text[end:])
+			return strings.Join(strings.Fields(out), " "), true
+		}
+		from = i + 1
+	}
+	return text, false
+}
+
+// wordBoundary reports whether byte i of s is outside a word (or outside s).
+func wordBoundary(s string, i int) bool {
+	if i < 0 || i >= len(s) {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(s[i:])
+	if !utf8.RuneStart(s[i]) {
+		// Inside a multi-byte rune: look back for its start.
+		j := i
+		for j > 0 && !utf8.RuneStart(s[j]) {
+			j--
+		}
+		r, _ = utf8.DecodeRuneInString(s[j:])
+	}
+	return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_')
 }
