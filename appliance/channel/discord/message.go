@@ -76,44 +76,40 @@ func attachmentKind(m *discordgo.Message, a *discordgo.MessageAttachment) channe
 	return channel.MediaFile
 }
 
-var reSpaces = regexp.MustCompile(`[ \t]{2,}`)
-
 // stripMention finds the bot's mention — the mention metadata (the
 // mentions list, <@id> or <@!id> markup), then "@name" typed as text
-// (username or display name), then the bare user id — and removes it.
+// (username or display name), then the bare user id — and removes it with
+// the separator after it. The rest of the text is left as typed.
 func stripMention(text string, bot readyUser, inMetadata bool) (string, bool) {
 	if bot.ID == "" {
 		return strings.TrimSpace(text), inMetadata
 	}
-	markup := regexp.MustCompile(`<@!?` + regexp.QuoteMeta(bot.ID) + `>`)
+	markup := regexp.MustCompile(`<@!?` + regexp.QuoteMeta(bot.ID) + `>` + sep)
 	if markup.MatchString(text) {
-		return tidy(markup.ReplaceAllString(text, " ")), true
+		return strings.TrimSpace(markup.ReplaceAllString(text, "")), true
 	}
 	if inMetadata {
-		return tidy(text), true
+		return strings.TrimSpace(text), true
 	}
 	for _, name := range []string{bot.GlobalName, bot.Username} {
 		if name == "" {
 			continue
 		}
-		re := regexp.MustCompile(`(?i)(^|[^\w@])@` + regexp.QuoteMeta(name) + `\b`)
+		re := regexp.MustCompile(`(?i)(^|[^\w@])@` + regexp.QuoteMeta(name) + `\b` + sep)
 		if re.MatchString(text) {
-			return tidy(re.ReplaceAllString(text, "$1")), true
+			return strings.TrimSpace(re.ReplaceAllString(text, "$1")), true
 		}
 	}
-	id := regexp.MustCompile(`(^|\D)` + regexp.QuoteMeta(bot.ID) + `(\D|$)`)
+	id := regexp.MustCompile(`(^|\D)` + regexp.QuoteMeta(bot.ID) + `\b` + sep)
 	if id.MatchString(text) {
-		return tidy(id.ReplaceAllString(text, "$1$2")), true
+		return strings.TrimSpace(id.ReplaceAllString(text, "$1")), true
 	}
-	return tidy(text), false
+	return strings.TrimSpace(text), false
 }
 
-// tidy trims what a removed mention leaves.
-func tidy(s string) string {
-	s = reSpaces.ReplaceAllString(s, " ")
-	s = strings.TrimSpace(s)
-	return strings.TrimSpace(strings.TrimLeft(s, ",:"))
-}
+// sep is what follows a mention and goes with it: spaces and one comma or
+// colon.
+const sep = `[ \t]*[,:]?[ \t]*`
 
 var (
 	reUnderBold = regexp.MustCompile(`(^|[^\w_])__([^_\n]+?)__([^\w_]|$)`)

@@ -172,40 +172,35 @@ func mentionedInBlocks(raw json.RawMessage, botID string) bool {
 
 // stripMention finds the bot's mention — Slack's <@U…> markup (or the
 // block metadata), then "@name" typed as text, then the bare user id —
-// and removes it from text.
+// and removes it with the separator after it ("@perch, what…"). The rest
+// of the text is left as typed (indented code stays indented).
 func stripMention(text string, bot botIdentity, inBlocks bool) (string, bool) {
 	if bot.UserID == "" {
-		return text, inBlocks
+		return strings.TrimSpace(text), inBlocks
 	}
-	markup := regexp.MustCompile(`<@` + regexp.QuoteMeta(bot.UserID) + `(?:\|[^>]*)?>`)
+	markup := regexp.MustCompile(`<@` + regexp.QuoteMeta(bot.UserID) + `(?:\|[^>]*)?>` + sep)
 	if markup.MatchString(text) {
-		return tidy(markup.ReplaceAllString(text, " ")), true
+		return strings.TrimSpace(markup.ReplaceAllString(text, "")), true
 	}
 	if inBlocks {
-		return text, true
+		return strings.TrimSpace(text), true
 	}
 	if bot.Name != "" {
-		name := regexp.MustCompile(`(?i)(^|[^\w@])@` + regexp.QuoteMeta(bot.Name) + `\b`)
+		name := regexp.MustCompile(`(?i)(^|[^\w@])@` + regexp.QuoteMeta(bot.Name) + `\b` + sep)
 		if name.MatchString(text) {
-			return tidy(name.ReplaceAllString(text, "$1")), true
+			return strings.TrimSpace(name.ReplaceAllString(text, "$1")), true
 		}
 	}
-	id := regexp.MustCompile(`(^|\W)` + regexp.QuoteMeta(bot.UserID) + `\b`)
+	id := regexp.MustCompile(`(^|\W)` + regexp.QuoteMeta(bot.UserID) + `\b` + sep)
 	if id.MatchString(text) {
-		return tidy(id.ReplaceAllString(text, "$1")), true
+		return strings.TrimSpace(id.ReplaceAllString(text, "$1")), true
 	}
-	return text, false
+	return strings.TrimSpace(text), false
 }
 
-var reSpaces = regexp.MustCompile(`[ \t]{2,}`)
-
-// tidy trims what a removed mention leaves: doubled spaces, a leading
-// comma or colon ("@perch, what…").
-func tidy(s string) string {
-	s = reSpaces.ReplaceAllString(s, " ")
-	s = strings.TrimSpace(s)
-	return strings.TrimSpace(strings.TrimLeft(s, ",:"))
-}
+// sep is what follows a mention and goes with it: spaces and one comma or
+// colon.
+const sep = `[ \t]*[,:]?[ \t]*`
 
 var reSlackMarkup = regexp.MustCompile(`<([^<>]+)>`)
 

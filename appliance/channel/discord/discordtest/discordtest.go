@@ -62,6 +62,7 @@ type Message struct {
 	Mentions          []User           `json:"mentions"`
 	Attachments       []Attachment     `json:"attachments"`
 	Type              int              `json:"type"`
+	Flags             int              `json:"flags,omitempty"`
 	MessageReference  *Reference       `json:"message_reference,omitempty"`
 	ReferencedMessage *Message         `json:"referenced_message,omitempty"`
 	AllowedMentions   *json.RawMessage `json:"allowed_mentions,omitempty"`

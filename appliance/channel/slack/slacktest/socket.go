@@ -241,7 +241,9 @@ func (s *Server) Event(inner map[string]any) string {
 type File struct {
 	Name     string
 	Mimetype string
-	Data     []byte
+	// Subtype "slack_audio" marks a voice clip recorded in Slack.
+	Subtype string
+	Data    []byte
 }
 
 // Message is what a user writes.
@@ -292,7 +294,7 @@ func (s *Server) PostMessage(m Message) string {
 		for _, f := range m.Files {
 			files = append(files, map[string]any{
 				"id": "F" + strconv.FormatInt(s.seq.Add(1), 10), "name": f.Name, "mimetype": f.Mimetype,
-				"size": len(f.Data), "url_private_download": s.AddFile(f.Name, f.Data),
+				"size": len(f.Data), "url_private_download": s.AddFile(f.Name, f.Data), "subtype": f.Subtype,
 			})
 		}
 		ev["files"] = files
