@@ -210,8 +210,7 @@ func (c *Channel) Start(ctx context.Context) error {
 			}
 		},
 		Log:          c.log,
-		MinBackoff:   c.opts.Backoff.Min,
-		MaxBackoff:   c.opts.Backoff.Max,
+		Backoff:      c.opts.Backoff,
 		HelloTimeout: c.opts.HelloTimeout,
 	})
 	c.cancel, c.done = cancel, make(chan struct{})

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/perchhq/perch/appliance/channel"
 )
 
 // The gateway connection is ours rather than discordgo's Session.Open:
@@ -118,8 +120,8 @@ type gatewayConfig struct {
 	Log       *slog.Logger
 	// Dialer dials the WebSocket; nil uses a default one.
 	Dialer *websocket.Dialer
-	// Backoff bounds the wait between connection attempts.
-	MinBackoff, MaxBackoff time.Duration
+	// Backoff spaces connection attempts (zero value: 1 s to 5 min).
+	Backoff channel.Backoff
 	// HelloTimeout bounds the wait for Hello and for READY/RESUMED.
 	HelloTimeout time.Duration
 }
@@ -145,12 +147,6 @@ func newGateway(cfg gatewayConfig) *gateway {
 	if cfg.Dialer == nil {
 		cfg.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
 	}
-	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = time.Second
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 2 * time.Minute
-	}
 	if cfg.HelloTimeout <= 0 {
 		cfg.HelloTimeout = 20 * time.Second
 	}
@@ -166,7 +162,7 @@ func newGateway(cfg gatewayConfig) *gateway {
 // run keeps a connection until ctx ends or the gateway refuses the bot for
 // good (returned as a *gatewayError with Fatal set).
 func (g *gateway) run(ctx context.Context) error {
-	failures := 0
+	b := g.cfg.Backoff
 	for {
 		url := g.resumeURL
 		var err error
@@ -187,10 +183,9 @@ func (g *gateway) run(ctx context.Context) error {
 		}
 		g.cfg.Connected(false, err)
 		if established {
-			failures = 0
+			b.Reset()
 		}
-		failures++
-		wait := backoff(g.cfg.MinBackoff, g.cfg.MaxBackoff, failures)
+		wait := b.Next()
 		g.cfg.Log.Debug("gateway connection ended; reconnecting", "err", err, "resume", g.sessionID != "", "in", wait)
 		t := time.NewTimer(wait)
 		select {
@@ -200,20 +195,6 @@ func (g *gateway) run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-}
-
-// backoff is the wait before attempt n (1-based): exponential from min,
-// capped at max, with full jitter over its upper half so a fleet of boards
-// coming back after an outage does not reconnect in step.
-func backoff(min, max time.Duration, n int) time.Duration {
-	d := min
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	return d/2 + rand.N(d/2+1)
 }
 
 // conn is one WebSocket connection: reads happen on connect's goroutine,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/channel/discord/discordtest"
 )
 
@@ -43,10 +44,10 @@ func runGateway(t *testing.T, f *discordtest.Server, token string) *gwRun {
 			}
 			r.msgs <- m
 		},
-		Ready:      func(u readyUser) { r.ready <- u },
-		Connected:  func(ok bool, err error) { r.conns <- err },
-		Log:        slog.New(slog.DiscardHandler),
-		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		Ready:        func(u readyUser) { r.ready <- u },
+		Connected:    func(ok bool, err error) { r.conns <- err },
+		Log:          slog.New(slog.DiscardHandler),
+		Backoff:      channel.Backoff{Min: 5 * time.Millisecond, Max: 50 * time.Millisecond},
 		HelloTimeout: 2 * time.Second,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
