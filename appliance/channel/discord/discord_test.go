@@ -376,3 +376,39 @@ func TestImageSentAsFile(t *testing.T) {
 		t.Errorf("sent %+v", s)
 	}
 }
+
+// TestStopLeavesNothingBehind: stopping the channel is prompt, ends the
+// Discord session (the bot shows offline at once) and leaves none of its
+// goroutines.
+func TestStopLeavesNothingBehind(t *testing.T) {
+	f := newFake(t)
+	settle()
+	before := runtime.NumGoroutine()
+	env := channeltest.New(t, channeltest.Options{})
+	ch, err := newChannel(env.Deps(section(f, f.Token, nil)), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Start(ch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the connection", func() bool { ok, _ := ch.Check(context.Background()); return ok })
+	f.Post(dm(ann, "hello"))
+	waitSent(t, f, 1)
+	start := time.Now()
+	env.Stop()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("stopping took %v", d)
+	}
+	waitFor(t, "the session to end", func() bool { return f.Stats().Open == 0 })
+	// The agent's idle connection to the fake provider is the Env's, not
+	// the channel's: close it too before counting.
+	f.Close()
+	env.Provider.CloseClientConnections()
+	env.Provider.Close()
+	settle()
+	if after := runtime.NumGoroutine(); after > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("goroutines: %d before start, %d after stop:\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	}
+}

@@ -424,3 +424,37 @@ func TestWorkingReaction(t *testing.T) {
 	waitPosted(t, f, 1)
 	waitFor(t, "the reaction to go", func() bool { return !f.Reacted("D1", ts, "eyes") })
 }
+
+// TestStopLeavesNothingBehind: stopping the channel (with envelopes still
+// queued) is prompt and leaves none of its goroutines.
+func TestStopLeavesNothingBehind(t *testing.T) {
+	f := newFake(t)
+	settle()
+	before := runtime.NumGoroutine()
+	env := channeltest.New(t, channeltest.Options{})
+	ch, err := newChannel(env.Deps(section(f.APIBase(), f.BotToken, f.AppToken, nil)), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Start(ch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the connection", func() bool { ok, _ := ch.Check(context.Background()); return ok })
+	for i := 0; i < 5; i++ {
+		f.PostMessage(slacktest.Message{Channel: "D1", ChannelType: "im", User: "U1", Text: "queued"})
+	}
+	start := time.Now()
+	env.Stop()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("stopping took %v", d)
+	}
+	// The agent's idle connection to the fake provider is the Env's, not
+	// the channel's: close it too before counting.
+	f.Close()
+	env.Provider.CloseClientConnections()
+	env.Provider.Close()
+	settle()
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("goroutines: %d before start, %d after stop", before, after)
+	}
+}

@@ -60,6 +60,17 @@ func (c *Channel) runSocket(ctx context.Context, report func(error) bool) error 
 	defer func() {
 		cancel()
 		wg.Wait()
+		// Envelopes the worker did not get to stay unacknowledged: Slack
+		// delivers them again to the next connection.
+		for {
+			select {
+			case e := <-queue:
+				e.done(false)
+				continue
+			default:
+			}
+			break
+		}
 		timers.Wait()
 	}()
 

@@ -149,7 +149,8 @@ type Server struct {
 	heartbeatInterval time.Duration
 	refuseGateway     bool
 
-	nextID atomic.Int64
+	nextID    atomic.Int64
+	closeOnce sync.Once
 }
 
 // New starts a fake on a free loopback port.
@@ -190,8 +191,11 @@ func newServer() *Server {
 	return s
 }
 
-// Close stops the fake and closes every gateway connection.
-func (s *Server) Close() {
+// Close stops the fake and closes every gateway connection; a second
+// call does nothing.
+func (s *Server) Close() { s.closeOnce.Do(s.close) }
+
+func (s *Server) close() {
 	s.mu.Lock()
 	for c := range s.conns {
 		c.ws.Close()

@@ -103,6 +103,7 @@ type Server struct {
 	ts           atomic.Int64
 	seq          atomic.Int64
 	closed       chan struct{}
+	closeOnce    sync.Once
 	wg           sync.WaitGroup
 }
 
@@ -147,8 +148,12 @@ func (s *Server) start() {
 	go s.redeliver()
 }
 
-// Close stops the fake.
+// Close stops the fake; a second call does nothing.
 func (s *Server) Close() {
+	s.closeOnce.Do(s.close)
+}
+
+func (s *Server) close() {
 	close(s.closed)
 	s.mu.Lock()
 	for c := range s.conns {
