@@ -145,7 +145,9 @@ type gateway struct {
 
 func newGateway(cfg gatewayConfig) *gateway {
 	if cfg.Dialer == nil {
-		cfg.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
+		// Heartbeats are the only writes: the write buffer comes from a pool
+		// while writing instead of staying with the idle connection.
+		cfg.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second, WriteBufferPool: &sync.Pool{}}
 	}
 	if cfg.HelloTimeout <= 0 {
 		cfg.HelloTimeout = 20 * time.Second

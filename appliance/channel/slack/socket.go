@@ -32,7 +32,9 @@ func (c *Channel) runSocket(ctx context.Context, report func(error) bool) error 
 	sm := socketmode.New(c.api,
 		socketmode.OptionPingInterval(c.opts.PingTimeout),
 		socketmode.OptionReadLimit(readLimit),
-		socketmode.OptionDialer(&websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second, WriteBufferSize: 32 << 10}),
+		// Acks are a few dozen bytes: the write buffer comes from a pool
+		// while writing instead of staying with the idle connection.
+		socketmode.OptionDialer(&websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second, WriteBufferPool: &sync.Pool{}}),
 		socketmode.OptionLog(discard{}),
 	)
 	ctx, cancel := context.WithCancel(ctx)
