@@ -107,7 +107,9 @@ func TestSendPartsLogsAndRecordsAFailureForGood(t *testing.T) {
 	st := NewState("test")
 	s, logs := quietSender(st)
 	err := s.SendParts(context.Background(), "chat-7", []Part{{Text: "hi", Plain: "hi"}}, Format{Limit: 10},
-		func(context.Context, string, bool) error { return Fail(Permanent, errors.New("bot was blocked by the user")) })
+		func(context.Context, string, bool) error {
+			return Fail(Permanent, errors.New("bot was blocked by the user"))
+		})
 	if err == nil || KindOf(err) != Permanent {
 		t.Fatalf("err = %v", err)
 	}
