@@ -427,12 +427,16 @@ func TestTurnInterruptedByShutdownIsAnsweredOnceAfterRestart(t *testing.T) {
 	}
 	close(block)
 	prov.Default = nil // answers at once now: "echo: …"
-	start(t, fake, restartOptions(dir, prov), nil, fastOptions())
+	h2, _ := start(t, fake, restartOptions(dir, prov), nil, fastOptions())
 	fake.WaitSent(1, 10*time.Second)
 	time.Sleep(500 * time.Millisecond)
 	sent := fake.Sent()
 	if len(sent) != 1 || sent[0].Text != "echo: slow question" {
 		t.Fatalf("after the restart sent %+v; want the interrupted message answered once", sent)
+	}
+	hist, err := h2.Store.History("telegram:42")
+	if err != nil || len(hist) != 2 || hist[0].Content != "slow question" {
+		t.Errorf("history %+v, %v; want the question once, then the answer", hist, err)
 	}
 }
 
