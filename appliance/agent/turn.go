@@ -53,9 +53,13 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		return nil, err
 	}
 	user := chat.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
-	// Durable before the provider is called: an acknowledged message is
-	// never lost, whatever happens to the call.
-	if err := sess.Append([]chat.Message{user}, chat.Usage{}); err != nil {
+	if n := len(hist); in.Metadata[bus.MetaReplay] != "" && n > 0 && hist[n-1].Role == "user" && hist[n-1].Content == user.Content {
+		// The interrupted run stored this message already: ask again
+		// without a second copy in the history.
+		hist = hist[:n-1]
+	} else if err := sess.Append([]chat.Message{user}, chat.Usage{}); err != nil {
+		// Durable before the provider is called: an acknowledged message
+		// is never lost, whatever happens to the call.
 		return nil, err
 	}
 

@@ -66,6 +66,11 @@ type Inbound struct {
 	RestrictTools bool
 }
 
+// MetaReplay marks (in Inbound.Metadata) a channel message whose turn was
+// interrupted by a shutdown and runs again: its text may be in the
+// session's history already.
+const MetaReplay = "replay"
+
 // Key returns the message's session key, deriving "<channel>:<chat>" when the
 // source gave none.
 func (m Inbound) Key() string {

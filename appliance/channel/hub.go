@@ -385,6 +385,11 @@ func (h *Hub) replay(ctx context.Context) {
 				h.log.Error("cannot update an inbox entry", "err", err)
 			}
 			in.InboxID = it.id
+			if in.Metadata == nil {
+				in.Metadata = map[string]string{}
+			}
+			// The agent stored the message when the turn first ran.
+			in.Metadata[bus.MetaReplay] = "true"
 			h.log.Info("answering a message whose turn was interrupted", "channel", in.Channel, "chat", in.ChatID)
 			h.publish(ctx, in)
 		}

@@ -31,6 +31,12 @@ func splitMeasured(text string, limit int, measure func(string) int) []string {
 			break
 		}
 		part, rest := cutOne(text, limit, measure)
+		if len(rest) >= len(text) {
+			// A reopened fence would eat the progress (a limit too small
+			// for fences): cut plainly, which always moves on.
+			end := fitting(text, limit, measure)
+			part, rest = text[:end], text[end:]
+		}
 		if strings.TrimSpace(part) != "" {
 			out = append(out, part)
 		}
@@ -42,7 +48,7 @@ func splitMeasured(text string, limit int, measure func(string) int) []string {
 // cutOne returns the first part of text (at most limit) and what remains.
 func cutOne(text string, limit int, measure func(string) int) (part, rest string) {
 	end := fitting(text, limit, measure)
-	if cut, ok := boundary(text, end, true); ok {
+	if cut, ok := boundary(text, end, true); ok && content(text[:cut]) {
 		return strings.TrimRight(text[:cut], " \t\r\n"), strings.TrimLeft(text[cut:], " \t\r\n")
 	}
 	// Only cuts inside a code block remain: close the block in this part
@@ -50,7 +56,7 @@ func cutOne(text string, limit int, measure func(string) int) (part, rest string
 	const closing = "\n" + fence
 	end = fitting(text, max(limit-measure(closing), 1), measure)
 	cut, ok := boundary(text, end, false)
-	if !ok {
+	if !ok || !content(text[:cut]) {
 		cut = end
 	}
 	open := openingFence(text[:cut])
@@ -60,6 +66,16 @@ func cutOne(text string, limit int, measure func(string) int) (part, rest string
 		return part, strings.TrimLeft(rest, " \t")
 	}
 	return part + closing, open + "\n" + rest
+}
+
+// content reports whether part holds more than fence lines and spaces.
+func content(part string) bool {
+	for _, line := range strings.Split(part, "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, fence) {
+			return true
+		}
+	}
+	return false
 }
 
 // fitting returns the largest rune boundary i with measure(text[:i]) <=

@@ -201,9 +201,9 @@ func TestAllowFromRefusesStrangersWithOnePairingCode(t *testing.T) {
 	fake := newFake(t)
 	e := start(t, fake, channeltest.Options{}, func(l *config.LINEChannel) { l.AllowFrom = []string{alice} }, fastOptions())
 	e.deliver(t, fake.NewEvent(linetest.Event{UserID: bob, Text: "let me in"}), fake.NewEvent(linetest.Event{UserID: bob, Text: "please"}))
-	sent := fake.WaitSent(1, 10*time.Second)
+	fake.WaitSent(1, 10*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	sent = fake.Sent()
+	sent := fake.Sent()
 	if len(sent) != 1 || sent[0].To != bob || !strings.Contains(sent[0].Text, "perch channels approve") || e.h.Provider.Calls() != 0 {
 		t.Fatalf("sent %+v, %d model calls; want one pairing answer and nothing for the model", sent, e.h.Provider.Calls())
 	}
@@ -222,11 +222,11 @@ func TestGroupMessagesNeedAMentionOrAReply(t *testing.T) {
 	}
 	e.deliver(t, ev(linetest.Event{Text: "talking among ourselves"}))
 	e.deliver(t, ev(linetest.Event{Text: "@Perch what time is it", SelfMention: true, MentionIndex: 0, MentionLength: 6}))
-	sent := fake.WaitSent(1, 10*time.Second)
+	fake.WaitSent(1, 10*time.Second)
 	e.deliver(t, ev(linetest.Event{Text: "Perch, water the plants"}))
-	sent = fake.WaitSent(2, 10*time.Second)
+	sent := fake.WaitSent(2, 10*time.Second)
 	e.deliver(t, ev(linetest.Event{Text: "and the roses too", QuotedMessageID: sent[0].ID}))
-	sent = fake.WaitSent(3, 10*time.Second)
+	fake.WaitSent(3, 10*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	var seen []string
 	for _, r := range e.h.Provider.Requests() {
@@ -256,9 +256,9 @@ func TestLongReplyArrivesWholeInOrder(t *testing.T) {
 	prov.Enqueue(providertest.Reply{Content: long})
 	e := start(t, fake, channeltest.Options{Provider: prov}, nil, fastOptions())
 	e.deliver(t, fake.NewEvent(linetest.Event{UserID: alice, Text: "the whole log"}))
-	sent := fake.WaitSent(7, 15*time.Second)
+	fake.WaitSent(7, 15*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	sent = fake.Sent()
+	sent := fake.Sent()
 	if len(sent) < 7 {
 		t.Fatalf("%d messages; want more than 5 (the reply carries 5, the rest is pushed)", len(sent))
 	}

@@ -133,9 +133,9 @@ func TestAllowFromRefusesStrangersWithOnePairingCode(t *testing.T) {
 
 	fake.Add(telegramtest.Message{From: bob, Text: "let me in"})
 	fake.Add(telegramtest.Message{From: bob, Text: "please"})
-	sent := fake.WaitSent(1, 10*time.Second)
+	fake.WaitSent(1, 10*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	sent = fake.Sent()
+	sent := fake.Sent()
 	if len(sent) != 1 || sent[0].ChatID != "99" || !strings.Contains(sent[0].Text, "perch channels approve") {
 		t.Fatalf("sent %+v; want exactly one pairing answer to Bob", sent)
 	}
@@ -256,9 +256,9 @@ func TestLongReplyArrivesWholeInOrderInPartsWithinTheLimit(t *testing.T) {
 	prov.Enqueue(providertest.Reply{Content: long})
 	start(t, fake, channeltest.Options{Provider: prov}, nil, fastOptions())
 	fake.Add(telegramtest.Message{From: alice, Text: "tell me everything"})
-	sent := fake.WaitSent(3, 15*time.Second)
+	fake.WaitSent(3, 15*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	sent = fake.Sent()
+	sent := fake.Sent()
 	if len(sent) < 3 {
 		t.Fatalf("got %d parts, want at least 3", len(sent))
 	}
@@ -427,12 +427,16 @@ func TestTurnInterruptedByShutdownIsAnsweredOnceAfterRestart(t *testing.T) {
 	}
 	close(block)
 	prov.Default = nil // answers at once now: "echo: …"
-	start(t, fake, restartOptions(dir, prov), nil, fastOptions())
-	sent := fake.WaitSent(1, 10*time.Second)
+	h2, _ := start(t, fake, restartOptions(dir, prov), nil, fastOptions())
+	fake.WaitSent(1, 10*time.Second)
 	time.Sleep(500 * time.Millisecond)
-	sent = fake.Sent()
+	sent := fake.Sent()
 	if len(sent) != 1 || sent[0].Text != "echo: slow question" {
 		t.Fatalf("after the restart sent %+v; want the interrupted message answered once", sent)
+	}
+	hist, err := h2.Store.History("telegram:42")
+	if err != nil || len(hist) != 2 || hist[0].Content != "slow question" {
+		t.Errorf("history %+v, %v; want the question once, then the answer", hist, err)
 	}
 }
 
