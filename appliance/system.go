@@ -12,6 +12,10 @@ import (
 	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/channel/discord"
+	"github.com/perchhq/perch/appliance/channel/line"
+	"github.com/perchhq/perch/appliance/channel/slack"
+	"github.com/perchhq/perch/appliance/channel/telegram"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
@@ -51,6 +55,10 @@ type System struct {
 	Devices   *devices.Service
 	Sandbox   *sandbox.Runner
 	MQTT      *mqtt.Link // nil unless mqtt.enabled
+
+	// webhooks are the platforms' routes for the gateway's listener,
+	// registered on it once it exists.
+	webhooks webhookRoutes
 
 	pidKey     string
 	pidWritten bool
@@ -180,6 +188,7 @@ func (s *System) Close() error {
 func (s *System) BuildGateway() error {
 	cfg := s.Cfg
 	s.Channels = channel.NewManager(s.Bus, s.Log)
+	s.Channels.UseHub(s.newHub())
 	if err := s.addChannels(); err != nil {
 		return err
 	}
@@ -216,6 +225,7 @@ func (s *System) BuildGateway() error {
 		AllowedHosts: cfg.Gateway.AllowedHosts,
 		WriteTimeout: time.Duration(cfg.Agents.Defaults.TurnTimeoutSeconds)*time.Second + 30*time.Second,
 	})
+	s.webhooks.attach(s.HTTP)
 	s.HTTP.RegisterCore(gateway.Deps{
 		Agent: s.Agent, Store: s.Store, Checks: s.Checks, Workspace: cfg.WorkspaceDir(),
 		StatusExtra: s.statusExtra,
@@ -229,12 +239,18 @@ func (s *System) BuildGateway() error {
 	// systemd restarts a gateway whose store stops answering.
 	s.Watchdog = systemd.NewWatchdog(func() bool { return s.Store.Ping() == nil })
 	s.registerAdminAPI()
+	s.registerChannelsAPI()
 	web.Register(s.HTTP, web.Deps{Setup: pageSetup{s}, Log: s.Log})
 	return s.HTTP.Listen()
 }
 
 // platforms are the chat platforms this build runs.
-var platforms []channel.Platform
+var platforms = []channel.Platform{
+	discord.Platform,
+	line.Platform,
+	slack.Platform,
+	telegram.Platform,
+}
 
 // addChannels registers the enabled channels of the platform table. A
 // channel enabled with an empty credential is skipped with a warning: a
@@ -248,13 +264,17 @@ func (s *System) addChannels() error {
 			s.Log.Warn("channel enabled without credentials; skipped", "channel", sec.Name, "set", strings.Join(sec.Missing(), " and "))
 			continue
 		}
+		warnOpen(s.Log, sec)
 		p, ok := channel.Lookup(platforms, sec.Name)
 		if !ok {
 			s.Channels.Unavailable(sec.Name, fmt.Sprintf("this build of perch has no %s channel; disable channels.%s.enabled or upgrade perch", sec.Name, sec.Name))
 			s.Log.Warn("channel not available in this build", "channel", sec.Name)
 			continue
 		}
-		c, err := p.New(channel.Deps{Section: sec, Bus: s.Bus, Store: s.Store, Log: s.Log.With("channel", sec.Name), Workspace: s.Cfg.WorkspaceDir()})
+		c, err := p.New(channel.Deps{
+			Section: sec, Bus: s.Bus, Store: s.Store, Log: s.Log.With("channel", sec.Name), Workspace: s.Cfg.WorkspaceDir(),
+			Hub: s.Channels.Hub(), Routes: &s.webhooks, GatewayHost: s.Cfg.Gateway.Host, GatewayPort: s.Cfg.Gateway.Port,
+		})
 		if err != nil {
 			return fmt.Errorf("channel %s: %w; fix the channels.%s section of the config", sec.Name, err, sec.Name)
 		}
@@ -411,7 +431,7 @@ func (s *System) Stop(ctx context.Context) error {
 
 func (s *System) statusExtra(_ context.Context, out map[string]any) {
 	if s.Channels != nil {
-		out["channels"] = s.Channels.Names()
+		out["channels"] = s.Channels.Status()
 	}
 	out["sensors"] = s.Sensors.Status()
 	if s.Devices != nil {

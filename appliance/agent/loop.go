@@ -194,24 +194,45 @@ func (l *Loop) Start(ctx context.Context) error {
 }
 
 // answer runs a bus message's turn and sends the reply back on its channel.
+// A channel message's reply always goes out with its InboxID, even when
+// empty, so the dispatcher clears the message from the durable inbox; a
+// turn cut short by shutdown publishes nothing, and the inbox runs it again
+// at the next start.
 func (l *Loop) answer(in bus.Inbound) {
 	rep, err := l.Process(l.base, in)
-	text := ""
+	out := bus.Outbound{Channel: in.Channel, ChatID: in.ChatID, ThreadID: in.ThreadID, ReplyTo: in.ReplyTo, InboxID: in.InboxID}
 	switch {
 	case err == nil:
-		text = rep.Text
+		out.Text = rep.Text
+		out.Media = replyMedia(rep.UI)
 	case errors.Is(err, ErrStopped), errors.Is(err, context.Canceled):
 		return
 	default:
 		l.log.Warn("turn failed", "session", in.Key(), "channel", in.Channel, "err", err)
-		text = "Sorry, I could not answer: " + err.Error()
+		out.Text = "Sorry, I could not answer: " + err.Error()
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(out.Text) == "" && len(out.Media) == 0 && out.InboxID == 0 {
 		return
 	}
-	if err := l.opts.Bus.PublishOutbound(bus.Outbound{Channel: in.Channel, ChatID: in.ChatID, Text: text, ReplyTo: in.ReplyTo}); err != nil {
+	if err := l.opts.Bus.PublishOutbound(out); err != nil {
 		l.log.Warn("reply dropped", "channel", in.Channel, "err", err)
 	}
+}
+
+// replyMedia picks the images a turn showed on the canvas (generate_image,
+// image nodes), so chat platforms send them as photos.
+func replyMedia(ui []api.UICommand) []bus.Media {
+	var out []bus.Media
+	for _, c := range ui {
+		if c.Command != "canvas" || c.Type != "image" || (c.Action != "create_node" && c.Action != "update_node") {
+			continue
+		}
+		u := strings.TrimSpace(c.Content)
+		if strings.HasPrefix(u, "data:image/") || strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+			out = append(out, bus.Media{Kind: "image", URL: u, Name: c.Title})
+		}
+	}
+	return out
 }
 
 // Stop cancels running turns and subagents and waits for them.

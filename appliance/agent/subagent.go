@@ -29,6 +29,11 @@ type SubagentInfo struct {
 	Status  string    `json:"status"`
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
+
+	// restrictedBy is the channel of the restricted sender who asked for
+	// the task ("" when unrestricted): a subagent gets no more tools than
+	// its requester.
+	restrictedBy string
 }
 
 // keepFinished bounds the finished tasks remembered for listing.
@@ -57,6 +62,7 @@ func (s *Subagents) Run(ctx context.Context, task, label string) (string, error)
 	if err != nil {
 		return "", err
 	}
+	info.restrictedBy = restrictedBy(tools.CallFrom(ctx))
 	out, err := s.execute(ctx, info)
 	s.finish(info, err)
 	return out, err
@@ -71,6 +77,7 @@ func (s *Subagents) Spawn(ctx context.Context, task, label string) (string, erro
 		return "", err
 	}
 	parent := tools.CallFrom(ctx)
+	info.restrictedBy = restrictedBy(parent)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -155,11 +162,29 @@ func (s *Subagents) execute(ctx context.Context, info *SubagentInfo) (string, er
 	}
 	sess := &memSession{key: "subagent:" + info.ID}
 	in := bus.Inbound{Channel: bus.ChannelSubagent, ChatID: info.ID, SessionKey: sess.key, Text: info.Task}
+	if info.restrictedBy != "" {
+		in.RestrictTools = true
+		in.Metadata = map[string]string{metaRestrictedBy: info.restrictedBy}
+	}
 	rep, err := s.l.runTurn(ctx, p, sess, in, turnOpts{hide: map[string]bool{"subagent": true, "spawn": true}})
 	if err != nil {
 		return "", err
 	}
 	return rep.Text, nil
+}
+
+// metaRestrictedBy carries a restricted requester's channel into a
+// subagent's turn, so refusals name the setting that lifts them.
+const metaRestrictedBy = "restricted_by"
+
+func restrictedBy(c tools.Call) string {
+	if !c.Restricted {
+		return ""
+	}
+	if c.RestrictedBy != "" {
+		return c.RestrictedBy
+	}
+	return c.Channel
 }
 
 // List returns the tasks, oldest first.

@@ -54,12 +54,29 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		return nil, err
 	}
 	user := chat.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
-	uc := newUserCommit(sess, user, l.opts.UserCommitGrace)
+	var uc *userCommit
+	if n := len(hist); in.Metadata[bus.MetaReplay] != "" && n > 0 && hist[n-1].Role == "user" && hist[n-1].Content == user.Content {
+		// The interrupted run stored this message already: ask again
+		// without a second copy in the history.
+		hist = hist[:n-1]
+		uc = committedUser()
+	} else {
+		uc = newUserCommit(sess, user, l.opts.UserCommitGrace)
+	}
 	defer uc.stop()
 
 	reg := l.opts.Tools
 	defs := reg.ProviderDefinitions()
 	defsJSON := reg.ProviderDefinitionsJSON()
+	system := l.prompt.build(reg, in, sess.Key())
+	if in.RestrictTools {
+		// A sender nobody vouched for: only tools that cannot change the
+		// board, and the model is told what is withheld and why.
+		var withheld []string
+		defs, withheld = reg.SafeDefinitions()
+		defsJSON = nil
+		system += "\n" + tools.RestrictionNote(restrictedSource(in), withheld)
+	}
 	if len(o.hide) > 0 {
 		defsJSON = nil
 		kept := make([]chat.ToolDef, 0, len(defs))
@@ -72,10 +89,13 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	}
 	// The history is sent as stored, without a copy; this turn's messages
 	// follow it.
-	req := provider.Request{System: l.prompt.build(reg, in, sess.Key()), History: hist,
+	req := provider.Request{System: system, History: hist,
 		Messages: []chat.Message{user}, Tools: defs, ToolsJSON: defsJSON}
 
-	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in)}
+	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in), Restricted: in.RestrictTools}
+	if in.RestrictTools {
+		call.RestrictedBy = restrictedSource(in)
+	}
 	tctx := tools.WithCall(ctx, call)
 	var (
 		added []chat.Message
@@ -238,6 +258,11 @@ func (u *userCommit) start() {
 	go func() { u.done <- u.sess.Append([]chat.Message{u.msg}, chat.Usage{}) }()
 }
 
+// committedUser stands for a message an earlier run stored already.
+func committedUser() *userCommit {
+	return &userCommit{started: true, waited: true, done: make(chan error, 1)}
+}
+
 // wait commits the message now if that has not begun, and returns the
 // commit's result.
 func (u *userCommit) wait() error {
@@ -268,4 +293,12 @@ func (u *userCommit) stop() {
 	if u.timer != nil {
 		u.timer.Stop()
 	}
+}
+
+// restrictedSource is the channel whose settings restrict in's tools.
+func restrictedSource(in bus.Inbound) string {
+	if v := in.Metadata[metaRestrictedBy]; v != "" {
+		return v
+	}
+	return in.Channel
 }

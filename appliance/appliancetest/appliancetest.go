@@ -35,7 +35,13 @@ type Gateway struct {
 // It sets PERCH_HOME, so the test must not run in parallel.
 func Start(tb testing.TB, file map[string]any, adjust func(*config.Config)) *Gateway {
 	tb.Helper()
-	home := tb.TempDir()
+	return StartAt(tb, tb.TempDir(), file, adjust)
+}
+
+// StartAt is Start in the config dir home, which may hold a database
+// already (a restart).
+func StartAt(tb testing.TB, home string, file map[string]any, adjust func(*config.Config)) *Gateway {
+	tb.Helper()
 	tb.Setenv("PERCH_HOME", home)
 	g := &Gateway{ConfigPath: filepath.Join(home, "config.json"), Log: &LogBuffer{}}
 	if file != nil {

@@ -80,7 +80,7 @@ type Command struct {
 func Commands() []*Command {
 	return []*Command{
 		gatewayCommand(), agentCommand(), onboardCommand(), statusCommand(), modelsCommand(),
-		cronCommand(), skillsCommand(), dbCommand(), versionCommand(), completionCommand(), helpCommand(), manCommand(),
+		cronCommand(), channelsCommand(), skillsCommand(), dbCommand(), versionCommand(), completionCommand(), helpCommand(), manCommand(),
 	}
 }
 

@@ -95,7 +95,7 @@ func TestBashCompletion(t *testing.T) {
 		words []string
 		want  []string
 	}{
-		{[]string{"perch", "c"}, []string{"cron", "completion"}},
+		{[]string{"perch", "c"}, []string{"channels", "cron", "completion"}},
 		{[]string{"perch", "s"}, []string{"status", "skills"}},
 		{[]string{"perch", "cron", ""}, []string{"list", "add", "remove", "enable", "disable"}},
 		{[]string{"perch", "cron", "add", "--ev"}, []string{"--every"}},

@@ -15,6 +15,8 @@ type ChannelSection struct {
 	AllowFrom     []string
 	AllowAllTools bool
 	APIBase       string
+	// MaxMediaMB caps a received attachment (channels.<p>.max_media_mb).
+	MaxMediaMB int
 	// Credentials are the secrets the platform needs, by key path.
 	Credentials []SecretState
 	// Settings is the platform's own section (*BotChannel,
@@ -89,6 +91,8 @@ func section(path, name string, v reflect.Value) ChannelSection {
 			s.AllowAllTools = fv.Bool()
 		case key == "api_base":
 			s.APIBase = fv.String()
+		case key == "max_media_mb":
+			s.MaxMediaMB = int(fv.Int())
 		case f.Type == reflect.TypeOf(Secret("")):
 			s.Credentials = append(s.Credentials, SecretState{Path: path + "." + key, Set: fv.Interface().(Secret).IsSet()})
 		}

@@ -111,6 +111,8 @@ type BotChannel struct {
 	AllowFrom     []string `json:"allow_from"`
 	AllowAllTools bool     `json:"allow_all_tools"`
 	APIBase       string   `json:"api_base"`
+	// MaxMediaMB caps a received attachment (photo, voice, video).
+	MaxMediaMB int `json:"max_media_mb"`
 }
 
 // SlackChannel is Slack in Socket Mode.
@@ -121,6 +123,7 @@ type SlackChannel struct {
 	AllowFrom     []string `json:"allow_from"`
 	AllowAllTools bool     `json:"allow_all_tools"`
 	APIBase       string   `json:"api_base"`
+	MaxMediaMB    int      `json:"max_media_mb"`
 }
 
 // LINEChannel is the webhook-style channel.
@@ -135,6 +138,7 @@ type LINEChannel struct {
 	AllowAllTools      bool     `json:"allow_all_tools"`
 	APIBase            string   `json:"api_base"`
 	DataAPIBase        string   `json:"data_api_base"`
+	MaxMediaMB         int      `json:"max_media_mb"`
 }
 
 // Heartbeat is the periodic agent prompt.
@@ -219,9 +223,9 @@ func Default() *Config {
 		},
 		Gateway: Gateway{Host: "127.0.0.1", Port: 8080, AllowedHosts: []string{}},
 		Channels: Channels{
-			Telegram: BotChannel{APIBase: "https://api.telegram.org", AllowFrom: []string{}},
-			Discord:  BotChannel{APIBase: "https://discord.com/api/v9", AllowFrom: []string{}},
-			Slack:    SlackChannel{APIBase: "https://slack.com/api/", AllowFrom: []string{}},
+			Telegram: BotChannel{APIBase: "https://api.telegram.org", AllowFrom: []string{}, MaxMediaMB: 20},
+			Discord:  BotChannel{APIBase: "https://discord.com/api/v10", AllowFrom: []string{}, MaxMediaMB: 20},
+			Slack:    SlackChannel{APIBase: "https://slack.com/api/", AllowFrom: []string{}, MaxMediaMB: 20},
 			LINE: LINEChannel{
 				WebhookHost: "0.0.0.0",
 				WebhookPort: 8080,
@@ -229,6 +233,7 @@ func Default() *Config {
 				AllowFrom:   []string{},
 				APIBase:     "https://api.line.me",
 				DataAPIBase: "https://api-data.line.me",
+				MaxMediaMB:  20,
 			},
 		},
 		Heartbeat: Heartbeat{Interval: 300000},

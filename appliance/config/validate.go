@@ -109,6 +109,11 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	for _, sec := range ch.Sections() {
+		if sec.MaxMediaMB < 1 || sec.MaxMediaMB > 200 {
+			bad("channels."+sec.Name+".max_media_mb", "must be between 1 and 200 (megabytes), got %d", sec.MaxMediaMB)
+		}
+	}
 	if ch.LINE.WebhookPort < 1 || ch.LINE.WebhookPort > 65535 {
 		bad("channels.line.webhook_port", "must be between 1 and 65535, got %d", ch.LINE.WebhookPort)
 	}

@@ -29,6 +29,7 @@ func NewCron(jobs api.Jobs) Tool {
 			"channel":       String("channel to deliver to (default: this conversation's)"),
 			"chat_id":       String("chat to deliver to (default: this conversation's)"),
 		}, "action"),
+		MutatingCall: cronMutates,
 		Run: func(ctx context.Context, a Args) Result {
 			switch a.String("action") {
 			case "add":
@@ -118,4 +119,28 @@ func added(j api.Job) string {
 		sb.WriteString("; next at " + j.NextRun.Local().Format("2006-01-02 15:04:05 MST"))
 	}
 	return sb.String()
+}
+
+// cronMutates tells the cron calls that change the board: removing or
+// switching jobs, and adding one that runs a command, hands its message to
+// the agent later (with every tool) or delivers to another chat. A plain
+// reminder to the current chat is harmless.
+func cronMutates(ctx context.Context, a Args) bool {
+	switch a.String("action") {
+	case "list":
+		return false
+	case "add":
+		call := CallFrom(ctx)
+		if strings.TrimSpace(a.String("command")) != "" || (a.Has("deliver") && !a.Bool("deliver")) {
+			return true
+		}
+		return otherChat(call, a.String("channel"), a.String("chat_id"))
+	}
+	return true
+}
+
+// otherChat reports whether channel and chat (as a tool's arguments, empty
+// meaning the current one) name a chat other than the call's.
+func otherChat(call Call, channel, chat string) bool {
+	return (channel != "" && channel != call.Channel) || (chat != "" && chat != call.ChatID)
 }

@@ -32,6 +32,12 @@ type execTool struct{ r CommandRunner }
 
 func (*execTool) Name() string { return "exec" }
 
+// MutatesAlways implements Mutator: a shell command can change anything.
+func (*execTool) MutatesAlways() bool { return true }
+
+// Mutates implements Mutator.
+func (*execTool) Mutates(context.Context, Args) bool { return true }
+
 func (*execTool) Description() string {
 	return "Run a shell command line (sh -c) and get its exit code and output (stdout and stderr together). " +
 		"It runs in the workspace, or in working_dir inside it, inside a kernel sandbox: it can read and write the " +

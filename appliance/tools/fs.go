@@ -77,6 +77,7 @@ func NewFS(opts FSOptions) []Tool {
 		},
 		Func{
 			ToolName:        "write_file",
+			Mutating:        true,
 			ToolDescription: "Create or replace a file with the given content, creating missing directories. " + scope + " The file is replaced whole and atomically; use edit_file to change part of a file.",
 			Params: Object(map[string]*Property{
 				"path":    path,
@@ -86,6 +87,7 @@ func NewFS(opts FSOptions) []Tool {
 		},
 		Func{
 			ToolName:        "edit_file",
+			Mutating:        true,
 			ToolDescription: "Replace one exact piece of text in a file. " + scope + " old_text must occur exactly once, including whitespace and line breaks; the call fails and says how often it occurs otherwise.",
 			Params: Object(map[string]*Property{
 				"path":     path,
@@ -96,6 +98,7 @@ func NewFS(opts FSOptions) []Tool {
 		},
 		Func{
 			ToolName:        "append_file",
+			Mutating:        true,
 			ToolDescription: "Append content to the end of a file, creating it (and missing directories) if needed. " + scope,
 			Params: Object(map[string]*Property{
 				"path":    path,

@@ -44,7 +44,8 @@ func NewI2C() Tool {
 				Bound(1), Bound(i2c.MaxLength)),
 			"confirm": Boolean("Must be true for write, after the user agreed to it."),
 		}, "action"),
-		Run: runI2C,
+		Run:          runI2C,
+		MutatingCall: func(_ context.Context, a Args) bool { return a.String("action") == "write" },
 	}
 }
 
@@ -230,7 +231,8 @@ func NewSPI() Tool {
 				Bound(1), Bound(spi.MaxLength)),
 			"confirm": Boolean("Must be true for transfer, after the user agreed to it."),
 		}, "action"),
-		Run: runSPI,
+		Run:          runSPI,
+		MutatingCall: func(_ context.Context, a Args) bool { return a.String("action") == "transfer" },
 	}
 }
 

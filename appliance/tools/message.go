@@ -31,6 +31,10 @@ func NewMessage(opts MessageOptions) Tool {
 			"chat_id": String("Chat to send to on that channel; default: the current chat."),
 		}, "content"),
 		Run: m.run,
+		// Messages to other chats could speak for the owner.
+		MutatingCall: func(ctx context.Context, a Args) bool {
+			return otherChat(CallFrom(ctx), a.String("channel"), a.String("chat_id"))
+		},
 	}
 }
 

@@ -42,6 +42,11 @@ type Registry struct {
 	names []string       // sorted, so definitions are stable between turns
 	defs  []chat.ToolDef // cached provider definitions; nil after a change
 	json  []byte         // defs encoded as a JSON array
+
+	// safe and withheld cache SafeDefinitions; nil after a change.
+	safeMu   sync.Mutex
+	safe     []chat.ToolDef
+	withheld []string
 }
 
 // NewRegistry returns an empty registry that logs through log (nil: the
@@ -64,6 +69,9 @@ func (r *Registry) Register(t Tool) {
 	}
 	r.tools[name] = t
 	r.defs, r.json = nil, nil
+	r.safeMu.Lock()
+	r.safe, r.withheld = nil, nil
+	r.safeMu.Unlock()
 }
 
 // Get returns the tool called name.
@@ -195,6 +203,10 @@ func (r *Registry) run(ctx context.Context, t Tool, args Args) (res Result) {
 		return Errorf("%s: %v", name, err)
 	}
 	call := CallFrom(ctx)
+	if call.Restricted && mutates(ctx, t, args) {
+		r.log.Info("tool call refused for a restricted sender", "tool", name, "session", call.SessionKey)
+		return refusal(name, call)
+	}
 	start := time.Now()
 	defer func() {
 		// A panicking tool must not take the gateway down with it.
@@ -221,6 +233,12 @@ type Func struct {
 	ToolDescription string
 	Params          Schema
 	Run             func(ctx context.Context, args Args) Result
+	// Mutating marks a tool whose every call can change the board (file
+	// writes): it is withheld from restricted turns.
+	Mutating bool
+	// MutatingCall, when set, tells which calls change the board (i2c
+	// write): restricted turns have them refused.
+	MutatingCall func(ctx context.Context, args Args) bool
 }
 
 // Name implements Tool.
