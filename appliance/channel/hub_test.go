@@ -400,3 +400,25 @@ func (r *recorder) texts() []string {
 	defer r.mu.Unlock()
 	return append([]string(nil), r.sent...)
 }
+
+func TestOpenChannelLogsEachNewSenderOnce(t *testing.T) {
+	r := newRig(t, "")
+	var buf strings.Builder
+	var mu sync.Mutex
+	cfg := config.Default()
+	sec, _ := cfg.Channels.Section("line")
+	in := NewIntake(Deps{Section: sec, Bus: r.bus, Store: r.db, Hub: r.hub,
+		Log: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(p) }), nil))}, IntakeOptions{})
+	for i, sender := range []string{"Ua", "Ua", "Ub"} {
+		in.Receive(context.Background(), Message{EventID: fmt.Sprint(i), ChatID: sender, SenderID: sender, Text: "hi"})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(buf.String(), "open to anyone"); n != 2 || !strings.Contains(buf.String(), "channels.line.allow_from") || !strings.Contains(buf.String(), "sender=Ub") {
+		t.Errorf("log:\n%s", buf.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -51,6 +51,7 @@ type Intake struct {
 	// first delivery (LINE retries a slow webhook) is dropped at once.
 	mu       sync.Mutex
 	inflight map[string]bool
+	senders  map[string]bool // logged senders of an open channel
 }
 
 // NewIntake returns the intake of the channel d describes and registers it
@@ -176,6 +177,9 @@ func (in *Intake) Receive(ctx context.Context, m Message) error {
 		in.refuse(m)
 		return nil
 	}
+	if in.allow.empty() {
+		in.noteSender(m)
+	}
 	ib := bus.Inbound{
 		Channel: in.name, ChatID: m.ChatID, SenderID: m.SenderID, ThreadID: m.ThreadID,
 		SessionKey: m.SessionKey(in.name), ReplyTo: m.MessageID, RestrictTools: in.Restricted(),
@@ -212,6 +216,23 @@ func (in *Intake) Receive(ctx context.Context, m Message) error {
 	in.state.CountIn()
 	in.hub.publish(context.WithoutCancel(ctx), ib)
 	return nil
+}
+
+// noteSender logs, once per sender and process, who talks to a channel
+// anyone may use: the owner learns the ids to put in allow_from (LINE has
+// no usernames to write there instead).
+func (in *Intake) noteSender(m Message) {
+	in.mu.Lock()
+	if in.senders == nil {
+		in.senders = map[string]bool{}
+	}
+	seen := in.senders[m.SenderID] || len(in.senders) >= 256
+	in.senders[m.SenderID] = true
+	in.mu.Unlock()
+	if !seen {
+		in.log.Info("a sender on a channel open to anyone; to admit only chosen people, list ids in "+in.configKey("allow_from"),
+			"sender", m.SenderID, "username", m.Username, "name", m.SenderName)
+	}
 }
 
 // refuse answers an unknown sender with a pairing code, at most once a
