@@ -230,7 +230,7 @@ func TestSetupSwapsProviderWithoutRestart(t *testing.T) {
 		re.Providers.OpenRouter.APIKey.Value() != "sk-or-SECRET-key" || re.Providers.OpenRouter.APIBase != fake.Base() {
 		t.Errorf("written config: provider %q model %q base %q", d.Provider, d.Model, re.Providers.OpenRouter.APIBase)
 	}
-	if re.Gateway.APIToken.Value() != setupToken || len(re.Sensors) != 1 || re.Sensors[0].Name != "room" {
+	if re.Gateway.APIToken.Value() != setupToken || len(re.Sensors.Parts) != 1 || re.Sensors.Parts[0].Name != "room" {
 		t.Errorf("setup lost settings of the file: token set %v, sensors %v", re.Gateway.APIToken.IsSet(), re.Sensors)
 	}
 	if re.Tools.Exec.TimeoutSeconds != 42 {

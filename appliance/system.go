@@ -132,7 +132,7 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		return nil, err
 	}
 	// Validation only: no bus is opened until a sensor is read.
-	s.Sensors, err = sensor.NewSet(cfg.Sensors, sensor.Options{})
+	s.Sensors, err = sensor.NewSet(cfg.Sensors.Parts, sensor.Options{})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("config: %w", err)

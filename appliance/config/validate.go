@@ -7,8 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/perchhq/perch/drivers/sensor"
 )
 
 // Validate checks every value once, at start, and names the key to fix.
@@ -128,9 +126,7 @@ func (c *Config) Validate() error {
 		bad("tools.exec.timeout_seconds", "must be between 1 and 3600, got %d", c.Tools.Exec.TimeoutSeconds)
 	}
 
-	if err := sensor.ValidateSpecs(c.Sensors); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Sensors.validate()...)
 	errs = append(errs, c.MQTT.validate()...)
 	return errors.Join(errs...)
 }
