@@ -98,12 +98,17 @@ func scheduleFromQuery(q url.Values) (api.Schedule, error) {
 	return sc, nil
 }
 
-// zoneName is the zone a cron expression runs in.
+// zoneName is the zone a cron expression runs in: its tz, the configured
+// zone, or the system's by its abbreviation ("Local" says nothing).
 func zoneName(sc api.Schedule, loc *time.Location) string {
 	if sc.TZ != "" {
 		return sc.TZ
 	}
-	return loc.String()
+	if loc != time.Local {
+		return loc.String()
+	}
+	name, _ := time.Now().In(loc).Zone()
+	return name
 }
 
 func writeJobError(w http.ResponseWriter, err error) {

@@ -57,6 +57,11 @@ type System struct {
 	// sensors into the history. Both exist in the gateway only.
 	Web     *webchan.Channel
 	Sampler *sampler.Sampler
+	// USBListen and USBSysRoot, when set before BuildGateway, replace the
+	// kernel's USB events and sysfs for the device service (a test's
+	// recorded uevents and sysfs tree).
+	USBListen  func() (usb.Listener, error)
+	USBSysRoot string
 	// SetupCode is the first-run setup code the page asks for ("" when a
 	// provider is configured), repeated in the start-up banner.
 	SetupCode string
@@ -215,6 +220,7 @@ func (s *System) BuildGateway() error {
 	s.Devices = devices.New(devices.Options{
 		Enabled: cfg.Devices.Enabled, MonitorUSB: cfg.Devices.MonitorUSB,
 		Notify: s.Bus.PublishOutbound, LastActive: s.noticeTarget, Store: s.Store, Log: s.Log,
+		Listen: s.USBListen, SysRoot: s.USBSysRoot,
 	})
 	if err := s.addMQTT(); err != nil {
 		return err
@@ -315,6 +321,9 @@ func (s *System) registerChecks() {
 	// Hardware informs; it never makes the gateway unready (CONTRACT.md).
 	s.Checks.Register("sensors", func(context.Context) (bool, string) { return s.Sensors.Check() })
 	s.Checks.Register("devices", func(context.Context) (bool, string) { return s.Devices.Check() })
+	if s.Sampler != nil {
+		s.Checks.Register("sensor history", func(context.Context) (bool, string) { return s.Sampler.Check() })
+	}
 }
 
 // Start starts the services in spec §1's order and serves HTTP.

@@ -254,7 +254,7 @@ func CodeWhere(lookup func(string) (string, bool)) string {
 	case has("INVOCATION_ID") || has("JOURNAL_STREAM"):
 		return "in the journal (journalctl -u perch | grep setup_code)"
 	case has("MAKELEVEL"):
-		return "in the terminal where `make run` runs"
+		return `in the terminal where "make run" runs`
 	}
-	return "in the terminal where `perch gateway` runs"
+	return `in the terminal where "perch gateway" runs`
 }

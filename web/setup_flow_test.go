@@ -30,8 +30,8 @@ func TestCodeWhereFollowsHowPerchRuns(t *testing.T) {
 	}{
 		{"systemd", env("INVOCATION_ID", "4f1c", "JOURNAL_STREAM", "8:1234"), "in the journal (journalctl -u perch | grep setup_code)"},
 		{"journal only", env("JOURNAL_STREAM", "8:1234"), "in the journal"},
-		{"make run", env("MAKELEVEL", "1"), "in the terminal where `make run` runs"},
-		{"a shell", env(), "in the terminal where `perch gateway` runs"},
+		{"make run", env("MAKELEVEL", "1"), `in the terminal where "make run" runs`},
+		{"a shell", env(), `in the terminal where "perch gateway" runs`},
 	} {
 		if got := CodeWhere(tc.env); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
@@ -48,7 +48,7 @@ func TestSetupByCodeHandsOverTheToken(t *testing.T) {
 	const tok = "tok-0123456789abcdef01234567"
 	s := gateway.New(gateway.Options{Host: "0.0.0.0", Token: tok})
 	page := Register(s, Deps{Setup: setup, Log: slog.New(slog.NewTextHandler(&logs, nil)),
-		Token: func() string { return tok }, CodeWhere: "in the terminal where `make run` runs"})
+		Token: func() string { return tok }, CodeWhere: `in the terminal where "make run" runs`})
 	code := regexp.MustCompile(`setup_code=(\d{4}-\d{4})`).FindStringSubmatch(logs.String())[1]
 	if page.SetupCode() != code {
 		t.Errorf("SetupCode() = %q, logged %q", page.SetupCode(), code)
@@ -69,10 +69,10 @@ func TestSetupByCodeHandsOverTheToken(t *testing.T) {
 		return rec.Code, out
 	}
 	st, info := do("GET", "", "")
-	if st != 200 || info["needs_code"] != true || info["code_where"] != "in the terminal where `make run` runs" || strings.Contains(logs.String(), "code_where") {
+	if st != 200 || info["needs_code"] != true || info["code_where"] != `in the terminal where "make run" runs` || strings.Contains(logs.String(), "code_where") {
 		t.Errorf("GET /setup = %d %v", st, info)
 	}
-	if _, wrong := do("POST", `{"code":"0000-0000","provider":"openai","model":"m","api_key":"k"}`, ""); !strings.Contains(wrong["error"].(string), "the gateway printed in the terminal where `make run` runs") {
+	if _, wrong := do("POST", `{"code":"0000-0000","provider":"openai","model":"m","api_key":"k"}`, ""); !strings.Contains(wrong["error"].(string), `the gateway printed in the terminal where "make run" runs`) {
 		t.Errorf("wrong code message: %v", wrong)
 	}
 	st, ok := do("POST", `{"code":"`+code+`","provider":"openai","model":"m","api_key":"k"}`, "")
