@@ -2,7 +2,13 @@ package appliance
 
 import (
 	"context"
+	"log/slog"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/perchhq/perch/appliance/config"
 
 	"github.com/perchhq/perch/appliance/gateway"
 )
@@ -65,5 +71,32 @@ func TestPageStatusIsOneReadiness(t *testing.T) {
 	}
 	if ch, chat := sys.noticeTarget(); ch != "web" || chat != "home" {
 		t.Errorf("notices with no chat yet go to %s:%s, want the page's default chat", ch, chat)
+	}
+}
+
+// TestBannerRepeatsTheSetupCode: a person starting Perch in a terminal
+// reads the setup code in the start-up banner, the same as in the log.
+func TestBannerRepeatsTheSetupCode(t *testing.T) {
+	t.Setenv("PERCH_HOME", t.TempDir())
+	cfg, err := config.Load(config.Options{Env: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Gateway.Port = 0
+	var logs, banner syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunGateway(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), &banner) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(banner.String(), "setup code") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`setup_code=(\d{4}-\d{4})`).FindStringSubmatch(logs.String())
+	if m == nil || !strings.Contains(banner.String(), "enter the setup code "+m[1]+" to connect one") {
+		t.Errorf("banner:\n%s\nlog:\n%s", banner.String(), logs.String())
 	}
 }
