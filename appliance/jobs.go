@@ -25,12 +25,12 @@ func (s *System) runJob(ctx context.Context, j api.Job) (string, error) {
 			text = j.Message + "\n" + text
 		}
 		if j.Deliver {
-			return s.deliver(j, text)
+			return s.deliver(ctx, j, text)
 		}
 		return text, nil
 	}
 	if j.Deliver {
-		return s.deliver(j, text)
+		return s.deliver(ctx, j, text)
 	}
 	in := bus.Inbound{Channel: j.Channel, ChatID: j.To, SessionKey: "cron:" + j.ID, Text: j.Message}
 	if in.Channel == "" {
@@ -41,8 +41,8 @@ func (s *System) runJob(ctx context.Context, j api.Job) (string, error) {
 		return "", err
 	}
 	if j.Channel != "" && j.To != "" && !bus.IsInternal(j.Channel) && strings.TrimSpace(rep.Text) != "" {
-		if err := s.Bus.PublishOutbound(bus.Outbound{Channel: j.Channel, ChatID: j.To, Text: rep.Text}); err != nil {
-			return rep.Text, fmt.Errorf("reply not delivered: %w", err)
+		if err := s.sendTo(ctx, bus.Outbound{Channel: j.Channel, ChatID: j.To, Text: rep.Text}); err != nil {
+			return rep.Text, fmt.Errorf("reply not delivered to %s:%s: %w", j.Channel, j.To, err)
 		}
 	}
 	return rep.Text, nil
@@ -65,8 +65,10 @@ func (s *System) runSandboxed(ctx context.Context, line string) (string, error) 
 	return out, nil
 }
 
-func (s *System) deliver(j api.Job, text string) (string, error) {
-	if err := s.Bus.PublishOutbound(bus.Outbound{Channel: j.Channel, ChatID: j.To, Text: text}); err != nil {
+// deliver sends a job's text to its chat; the error of a delivery that
+// did not arrive makes the run a failed one.
+func (s *System) deliver(ctx context.Context, j api.Job, text string) (string, error) {
+	if err := s.sendTo(ctx, bus.Outbound{Channel: j.Channel, ChatID: j.To, Text: text}); err != nil {
 		return "", fmt.Errorf("delivery to %s:%s failed: %w", j.Channel, j.To, err)
 	}
 	return fmt.Sprintf("delivered to %s:%s", j.Channel, j.To), nil

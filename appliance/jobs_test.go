@@ -229,3 +229,33 @@ func waitCronRun(t *testing.T, base string) map[string]any {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestDeliveryIsRecordedAsItWent: in the gateway a job's result goes to its
+// channel directly, so the run says "delivered" only when the message
+// arrived, and a delivery that fails is a failed run with the reason.
+func TestDeliveryIsRecordedAsItWent(t *testing.T) {
+	sys, base := startSystem(t, newFake(t).Base())
+	var v api.Job
+	if code := call(t, base, "POST", "/admin/cron", `{"message":"Water the plants","deliver":true,"channel":"web","to":"home","schedule":{"at_seconds":0}}`, &v); code != 200 {
+		t.Fatalf("add = %d", code)
+	}
+	j := waitCronRun(t, base)
+	if j["last_result"] != "delivered to web:home" || j["last_failed"] != nil {
+		t.Errorf("after delivering: %v", j)
+	}
+	h, err := sys.Store.History("web:home")
+	if err != nil || len(h) != 1 || h[0].Content != "Water the plants" || h[0].Role != "assistant" {
+		t.Errorf("web:home history = %+v, %v; want the reminder waiting there", h, err)
+	}
+	call(t, base, "DELETE", "/admin/cron/"+v.ID, "", nil)
+
+	// A chat the page channel cannot take: recorded as failed, not delivered.
+	if code := call(t, base, "POST", "/admin/cron", `{"message":"x","deliver":true,"channel":"web","to":"no such chat","schedule":{"at_seconds":0}}`, &v); code != 200 {
+		t.Fatalf("add = %d", code)
+	}
+	j = waitCronRun(t, base)
+	res, _ := j["last_result"].(string)
+	if j["last_failed"] != true || !strings.HasPrefix(res, "error: delivery to web:no such chat failed: web: ") {
+		t.Errorf("after a failed delivery: %v", j)
+	}
+}

@@ -52,7 +52,7 @@ func (s *System) addMQTT() error {
 			"topic", link.Status().TopicPrefix+"/agent/request")
 	}
 	s.MQTT = link
-	s.Channels.Register(link)
+	s.register(link)
 	if s.Devices != nil {
 		s.Devices.Observe(func(e devices.Event) {
 			link.USB(mqtt.DeviceEvent{Connected: e.Connected, Offline: e.Offline, Device: e.Device})

@@ -51,6 +51,9 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 		} else {
 			fmt.Fprintf(banner, "No API token: only this machine may use /chat (set gateway.api_token for the LAN).\n\n")
 		}
+		if code := sys.SetupCode; code != "" {
+			fmt.Fprintf(banner, "No language model is connected yet. Open the page and enter the setup code %s to connect one.\n\n", code)
+		}
 	}
 	var failed error
 	select {

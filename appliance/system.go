@@ -16,12 +16,14 @@ import (
 	"github.com/perchhq/perch/appliance/channel/line"
 	"github.com/perchhq/perch/appliance/channel/slack"
 	"github.com/perchhq/perch/appliance/channel/telegram"
+	webchan "github.com/perchhq/perch/appliance/channel/web"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
 	"github.com/perchhq/perch/appliance/mqtt"
 	"github.com/perchhq/perch/appliance/pidfile"
 	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/appliance/sampler"
 	"github.com/perchhq/perch/appliance/sandbox"
 	"github.com/perchhq/perch/appliance/schedule"
 	"github.com/perchhq/perch/appliance/tools"
@@ -55,6 +57,22 @@ type System struct {
 	Devices   *devices.Service
 	Sandbox   *sandbox.Runner
 	MQTT      *mqtt.Link // nil unless mqtt.enabled
+	// Web is the page's channel and event stream; Sampler reads the
+	// sensors into the history. Both exist in the gateway only.
+	Web     *webchan.Channel
+	Sampler *sampler.Sampler
+	// USBListen and USBSysRoot, when set before BuildGateway, replace the
+	// kernel's USB events and sysfs for the device service (a test's
+	// recorded uevents and sysfs tree).
+	USBListen  func() (usb.Listener, error)
+	USBSysRoot string
+	// SetupCode is the first-run setup code the page asks for ("" when a
+	// provider is configured), repeated in the start-up banner.
+	SetupCode string
+
+	// outlets are the registered channels by name: jobs deliver through
+	// them directly, so a failed delivery is a failed run.
+	outlets map[string]channel.Channel
 
 	// webhooks are the platforms' routes for the gateway's listener,
 	// registered on it once it exists.
@@ -125,7 +143,8 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		db.Close()
 		return nil, err
 	}
-	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log, CheckCommand: sandbox.CheckCommand})
+	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log, CheckCommand: sandbox.CheckCommand,
+		CheckChannel: schedule.ChannelCheck(s.deliveryChannels), OnChange: s.jobsChanged})
 	// Every shell command (exec tool, cron command jobs) runs confined; the
 	// config file and the database are never readable from it.
 	s.Sandbox, err = sandbox.New(sandbox.Options{
@@ -141,7 +160,7 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		return nil, err
 	}
 	// Validation only: no bus is opened until a sensor is read.
-	s.Sensors, err = sensor.NewSet(cfg.Sensors, sensor.Options{})
+	s.Sensors, err = sensor.NewSet(cfg.Sensors.Parts, sensor.Options{})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("config: %w", err)
@@ -168,9 +187,10 @@ func (s *System) registerTools() {
 	r.Register(tools.NewImage(tools.ImageOptions{Generator: currentImages{s}}))
 	r.Register(tools.NewSubagent(s.Agent.Subagents()))
 	r.Register(tools.NewSpawn(s.Agent.Subagents()))
-	r.Register(tools.NewCron(s.Cron))
+	r.Register(tools.NewCron(s.Cron, s.deliveryTarget))
 	r.Register(tools.NewExec(s.Sandbox))
-	for _, t := range tools.NewHardware(s.Sensors) {
+	loc, _ := cfg.Location() // NewCore checked it
+	for _, t := range tools.NewHardware(s.Sensors, s.Store, loc) {
 		r.Register(t)
 	}
 }
@@ -192,6 +212,7 @@ func (s *System) BuildGateway() error {
 	if err := s.addChannels(); err != nil {
 		return err
 	}
+	s.buildWeb()
 	if cfg.Heartbeat.Enabled {
 		s.Heartbeat = schedule.NewHeartbeat(schedule.HeartbeatOptions{
 			Interval:  time.Duration(cfg.Heartbeat.Interval) * time.Millisecond,
@@ -200,11 +221,7 @@ func (s *System) BuildGateway() error {
 				return s.Agent.Ask(ctx, "heartbeat", prompt)
 			},
 			Deliver: func(text string) {
-				ch, chat := s.Agent.LastActive()
-				if ch == "" {
-					s.Log.Info("heartbeat result with no chat to deliver to", "text", text)
-					return
-				}
+				ch, chat := s.noticeTarget()
 				s.Bus.PublishOutbound(bus.Outbound{Channel: ch, ChatID: chat, Text: text})
 			},
 			Log: s.Log,
@@ -212,7 +229,8 @@ func (s *System) BuildGateway() error {
 	}
 	s.Devices = devices.New(devices.Options{
 		Enabled: cfg.Devices.Enabled, MonitorUSB: cfg.Devices.MonitorUSB,
-		Notify: s.Bus.PublishOutbound, LastActive: s.Agent.LastActive, Store: s.Store, Log: s.Log,
+		Notify: s.Bus.PublishOutbound, LastActive: s.noticeTarget, Store: s.Store, Log: s.Log,
+		Listen: s.USBListen, SysRoot: s.USBSysRoot,
 	})
 	if err := s.addMQTT(); err != nil {
 		return err
@@ -240,7 +258,10 @@ func (s *System) BuildGateway() error {
 	s.Watchdog = systemd.NewWatchdog(func() bool { return s.Store.Ping() == nil })
 	s.registerAdminAPI()
 	s.registerChannelsAPI()
-	web.Register(s.HTTP, web.Deps{Setup: pageSetup{s}, Log: s.Log})
+	s.connectPage()
+	page := web.Register(s.HTTP, web.Deps{Setup: pageSetup{s}, Log: s.Log, Token: cfg.Gateway.APIToken.Value,
+		CodeWhere: web.CodeWhere(os.LookupEnv), OnSetup: s.Web.RefreshStatus})
+	s.SetupCode = page.SetupCode()
 	return s.HTTP.Listen()
 }
 
@@ -278,7 +299,7 @@ func (s *System) addChannels() error {
 		if err != nil {
 			return fmt.Errorf("channel %s: %w; fix the channels.%s section of the config", sec.Name, err, sec.Name)
 		}
-		s.Channels.Register(c)
+		s.register(c)
 	}
 	return nil
 }
@@ -322,6 +343,9 @@ func (s *System) registerChecks() {
 	// sensor must not stop the board answering chat.
 	s.Checks.Register("sensors", func(context.Context) (bool, string) { return s.Sensors.Check() })
 	s.Checks.Register("devices", func(context.Context) (bool, string) { return s.Devices.Check() })
+	if s.Sampler != nil {
+		s.Checks.Register("sensor history", func(context.Context) (bool, string) { return s.Sampler.Check() })
+	}
 }
 
 // Start starts the services in order (agent, channels, cron, heartbeat,
@@ -345,7 +369,10 @@ func (s *System) Start(ctx context.Context) error {
 	steps = append(steps, struct {
 		name string
 		fn   func(context.Context) error
-	}{"devices", s.Devices.Start})
+	}{"devices", s.Devices.Start}, struct {
+		name string
+		fn   func(context.Context) error
+	}{"sensor sampler", s.Sampler.Start})
 	for _, st := range steps {
 		if err := st.fn(ctx); err != nil {
 			s.Stop(context.WithoutCancel(ctx))
@@ -414,6 +441,9 @@ func (s *System) Stop(ctx context.Context) error {
 	if s.Devices != nil {
 		note("devices", s.Devices.Stop(ctx))
 	}
+	if s.Sampler != nil {
+		note("sensor sampler", s.Sampler.Stop(ctx))
+	}
 	if s.Heartbeat != nil {
 		note("heartbeat", s.Heartbeat.Stop(ctx))
 	}
@@ -445,4 +475,5 @@ func (s *System) statusExtra(_ context.Context, out map[string]any) {
 	if s.MQTT != nil {
 		out["mqtt"] = s.MQTT.Status()
 	}
+	s.dashboardStatus(out)
 }

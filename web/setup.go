@@ -69,6 +69,7 @@ const (
 // gate holds the one-time setup code and the wrong-code budgets.
 type gate struct {
 	code      string // "" when none is active
+	where     string // where the code is printed, for messages
 	perClient *attempts.Limiter
 	all       *attempts.Limiter // one bucket, for the zero Client
 }
@@ -119,17 +120,17 @@ func (g *gate) check(given string, c attempts.Client) verdict {
 			"(if this goes on, someone on the network is guessing: restart the gateway for a new code)", seconds(wait)), wait, false}
 	}
 	if g.code == "" {
-		return verdict{status: http.StatusForbidden, msg: "no setup code is active; restart the gateway (it prints a new code in its log)"}
+		return verdict{status: http.StatusForbidden, msg: "no setup code is active; restart the gateway (it prints a new code " + g.where + ")"}
 	}
 	given = normalizeCode(given)
 	if given == "" {
-		return verdict{status: http.StatusForbidden, msg: "the setup code is missing: the gateway printed it in its log when it started (journalctl -u perch | grep setup_code); enter it in the form"}
+		return verdict{status: http.StatusForbidden, msg: "the setup code is missing: the gateway printed it " + g.where + " when it started; enter it in the form"}
 	}
 	if subtle.ConstantTimeCompare([]byte(given), []byte(normalizeCode(g.code))) != 1 {
 		left := g.perClient.Fail(c)
 		g.all.Fail(attempts.Client{})
-		return verdict{status: http.StatusForbidden, wrong: true, msg: fmt.Sprintf("wrong setup code: use the code in the gateway's log from its latest start "+
-			"(journalctl -u perch | grep setup_code); %d more tries now, then one per %d seconds", left, seconds(wrongCodeEvery))}
+		return verdict{status: http.StatusForbidden, wrong: true, msg: fmt.Sprintf("wrong setup code: use the code the gateway printed %s at its latest start; "+
+			"%d more tries now, then one per %d seconds", g.where, left, seconds(wrongCodeEvery))}
 	}
 	return verdict{}
 }
@@ -138,9 +139,11 @@ func seconds(d time.Duration) int { return int(d.Seconds() + 0.999) }
 
 // setupHandler serves POST /setup.
 type setupHandler struct {
-	srv   *gateway.Server
-	setup Setup
-	log   *slog.Logger
+	srv     *gateway.Server
+	setup   Setup
+	log     *slog.Logger
+	token   func() string
+	onSetup func()
 
 	mu   sync.Mutex // one setup at a time; guards gate
 	gate gate
@@ -151,7 +154,9 @@ type setupHandler struct {
 
 func newSetupHandler(s *gateway.Server, d Deps) *setupHandler {
 	log := d.Log
-	return &setupHandler{srv: s, setup: d.Setup, log: log, gate: newGate(time.Now),
+	g := newGate(time.Now)
+	g.where = d.CodeWhere
+	return &setupHandler{srv: s, setup: d.Setup, log: log, gate: g, token: d.Token, onSetup: d.OnSetup,
 		wrong: attempts.NewTally(attempts.TallyOptions{
 			First: func(c attempts.Client) {
 				log.Warn("setup: wrong setup code; later ones are summed up each minute", "client", c.String())
@@ -207,9 +212,49 @@ func (h *setupHandler) serve(w http.ResponseWriter, r *http.Request) {
 		gateway.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	body := map[string]string{"status": "ok", "provider": res.Provider, "model": res.Model, "config": res.Config}
 	if byCode {
 		h.gate.code = "" // one time
+		// The code proved the owner reads the console or the journal,
+		// where `perch onboard` shows the token too: hand it over so the
+		// page does not ask for it next.
+		if h.token != nil && h.token() != "" {
+			body["token"] = h.token()
+		}
 	}
 	h.log.Info("provider configured from the web page", "provider", res.Provider, "model", res.Model, "config", res.Config)
-	gateway.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "provider": res.Provider, "model": res.Model, "config": res.Config})
+	if h.onSetup != nil {
+		h.onSetup()
+	}
+	gateway.WriteJSON(w, http.StatusOK, body)
+}
+
+// SetupInfo is GET /setup: whether the page must ask for the setup code,
+// and where the owner finds it (never the code).
+type SetupInfo struct {
+	NeedsCode bool   `json:"needs_code"`
+	CodeWhere string `json:"code_where"`
+}
+
+func (h *setupHandler) info(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	needs := h.gate.code != "" && !h.setup.Configured()
+	h.mu.Unlock()
+	gateway.WriteJSON(w, http.StatusOK, SetupInfo{NeedsCode: needs, CodeWhere: h.gate.where})
+}
+
+// CodeWhere says where the setup code is printed, from how the gateway
+// was started (lookup reads the environment): under systemd (which sets
+// INVOCATION_ID and JOURNAL_STREAM) its log is the journal; under make
+// (MAKELEVEL), the terminal of `make run`; otherwise the terminal where
+// `perch gateway` runs.
+func CodeWhere(lookup func(string) (string, bool)) string {
+	has := func(k string) bool { v, ok := lookup(k); return ok && v != "" }
+	switch {
+	case has("INVOCATION_ID") || has("JOURNAL_STREAM"):
+		return "in the journal (journalctl -u perch | grep setup_code)"
+	case has("MAKELEVEL"):
+		return `in the terminal where "make run" runs`
+	}
+	return `in the terminal where "perch gateway" runs`
 }

@@ -181,8 +181,10 @@ func openJobs(ctx context.Context, cfg *config.Config, stderr io.Writer) (api.Jo
 		db.Close()
 		return nil, nil, err
 	}
+	// The same rules as the gateway's: a job may deliver only to a channel
+	// the gateway will run with this config.
 	s := schedule.New(schedule.Options{Store: db, Location: loc, Log: slog.New(slog.DiscardHandler),
-		CheckCommand: sandbox.CheckCommand})
+		CheckCommand: sandbox.CheckCommand, CheckChannel: schedule.ChannelCheck(cfg.DeliveryChannels)})
 	return s, func() { db.Close() }, nil
 }
 

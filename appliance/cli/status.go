@@ -48,7 +48,7 @@ func statusCommand() *Command {
 				fmt.Fprintf(w, "Provider:\tnot ready: %v\n", err)
 			}
 			fmt.Fprintf(w, "Channels:\t%s\n", channelsLine(cfg))
-			fmt.Fprintf(w, "Sensors:\t%d configured\n", len(cfg.Sensors))
+			fmt.Fprintf(w, "Sensors:\t%d configured\n", len(cfg.Sensors.Parts))
 			host, _ := os.Hostname()
 			fmt.Fprintf(w, "MQTT:\t%s\n", cfg.MQTT.Summary(host))
 			fmt.Fprintf(w, "Gateway:\t%s\n", gatewayState(ctx, cfg))

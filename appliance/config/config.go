@@ -24,15 +24,15 @@ import (
 
 // Config is the whole configuration.
 type Config struct {
-	Agents    Agents        `json:"agents"`
-	Providers Providers     `json:"providers"`
-	Gateway   Gateway       `json:"gateway"`
-	Channels  Channels      `json:"channels"`
-	Heartbeat Heartbeat     `json:"heartbeat"`
-	Devices   Devices       `json:"devices"`
-	Tools     Tools         `json:"tools"`
-	Sensors   []sensor.Spec `json:"sensors"`
-	MQTT      MQTT          `json:"mqtt"`
+	Agents    Agents    `json:"agents"`
+	Providers Providers `json:"providers"`
+	Gateway   Gateway   `json:"gateway"`
+	Channels  Channels  `json:"channels"`
+	Heartbeat Heartbeat `json:"heartbeat"`
+	Devices   Devices   `json:"devices"`
+	Tools     Tools     `json:"tools"`
+	Sensors   Sensors   `json:"sensors"`
+	MQTT      MQTT      `json:"mqtt"`
 
 	// Where the config came from and where state lives; not part of the file.
 	path     string
@@ -245,7 +245,7 @@ func Default() *Config {
 			}},
 			Image: ImageTool{Model: "gpt-image-1"},
 		},
-		Sensors: []sensor.Spec{},
+		Sensors: Sensors{SampleSeconds: DefaultSampleSeconds, Parts: []sensor.Spec{}},
 		MQTT:    MQTT{DiscoveryPrefix: "homeassistant", PublishIntervalSeconds: 60},
 	}
 }

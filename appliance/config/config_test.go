@@ -179,7 +179,7 @@ func TestEnvOverrides(t *testing.T) {
 	if !cfg.Tools.Web.Fetch.AllowPrivate {
 		t.Error("bool override not applied")
 	}
-	if len(cfg.Sensors) != 1 || cfg.Sensors[0].Address != 68 {
+	if len(cfg.Sensors.Parts) != 1 || cfg.Sensors.Parts[0].Address != 68 {
 		t.Errorf("sensors = %+v", cfg.Sensors)
 	}
 }
@@ -236,7 +236,7 @@ func TestSaveRoundTripsSecretsAndKeepsMode(t *testing.T) {
 	if again.Providers.OpenAI.APIKey.Value() != "sk-1" || again.Gateway.APIToken.Value() != "tok" {
 		t.Error("secrets did not survive Save")
 	}
-	if len(again.Sensors) != 1 || again.Sensors[0].Name != "a" {
+	if len(again.Sensors.Parts) != 1 || again.Sensors.Parts[0].Name != "a" {
 		t.Errorf("sensors lost: %+v", again.Sensors)
 	}
 }

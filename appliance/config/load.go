@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/perchhq/perch/drivers/sensor"
 )
 
 // ErrNoConfig is returned by Load when an explicitly named config file does
@@ -158,6 +160,10 @@ func kindName(t reflect.Type) string {
 // checkKeys walks raw JSON beside the Go type and reports the first key the
 // type does not have, with its full dotted path and the closest known key.
 func checkKeys(raw any, t reflect.Type, path string) error {
+	if a, ok := raw.([]any); ok && t == sensorsType {
+		// The array form of "sensors": its entries are the parts.
+		return checkKeys(a, reflect.TypeOf([]sensor.Spec{}), path)
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		m, ok := raw.(map[string]any)
@@ -341,6 +347,11 @@ func walkLeaves(v reflect.Value, path string, fn func(string, reflect.Value) err
 		p := join(path, jsonName(f))
 		fv := v.Field(i)
 		if fv.Kind() == reflect.Struct {
+			if _, whole := fv.Addr().Interface().(wholeFromEnv); whole {
+				if err := fn(p, fv); err != nil {
+					return err
+				}
+			}
 			if err := walkLeaves(fv, p, fn); err != nil {
 				return err
 			}
@@ -394,6 +405,14 @@ func setFromString(v reflect.Value, s string) error {
 			return errors.New("want a JSON array")
 		}
 		v.Set(ptr.Elem())
+	case reflect.Struct:
+		u, ok := v.Addr().Interface().(json.Unmarshaler)
+		if !ok {
+			return fmt.Errorf("cannot be set from the environment (%s)", v.Kind())
+		}
+		if err := u.UnmarshalJSON([]byte(strings.TrimSpace(s))); err != nil {
+			return fmt.Errorf("want JSON: %v", err)
+		}
 	default:
 		return fmt.Errorf("cannot be set from the environment (%s)", v.Kind())
 	}

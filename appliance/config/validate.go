@@ -7,8 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/perchhq/perch/drivers/sensor"
 )
 
 // Validate checks every value once, at start, and names the key to fix.
@@ -136,9 +134,7 @@ func (c *Config) Validate() error {
 		bad("tools.exec.user", "must be a user name or a numeric uid (commands of a root gateway run as it; the default is nobody), got %q", c.Tools.Exec.User)
 	}
 
-	if err := sensor.ValidateSpecs(c.Sensors); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Sensors.validate()...)
 	errs = append(errs, c.MQTT.validate()...)
 	return errors.Join(errs...)
 }

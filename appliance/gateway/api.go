@@ -194,9 +194,17 @@ func (s *Server) adminStatus(d Deps, sessions *sessionList) http.HandlerFunc {
 		st := d.Agent.Stats()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
+		// ready is what /ready answers: start-up done and every check ok.
+		ready := s.ready.Load()
+		if d.Checks != nil && ready {
+			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+			_, ok := d.Checks.Run(ctx)
+			cancel()
+			ready = ok
+		}
 		out := map[string]any{
 			"uptime":            FormatUptime(s.Uptime()),
-			"ready":             s.ready.Load(),
+			"ready":             ready,
 			"version":           version.Get().Version,
 			"active_sessions":   st.ActiveSessions,
 			"queue_depth":       st.QueueDepth,

@@ -38,6 +38,11 @@ type Options struct {
 	// CheckChannel, when set, vets the channel a job delivers to when it is
 	// added, so a result is never sent to a channel that cannot take it.
 	CheckChannel func(channel string) error
+	// OnChange, when set, is called after a job is added, removed, enabled,
+	// disabled, or has run and its outcome is recorded (the page's event
+	// stream). It must not block, and must not call back into the service
+	// synchronously.
+	OnChange func()
 }
 
 var _ api.Jobs = (*Service)(nil)
@@ -222,6 +227,13 @@ func (s *Service) fire(id string) {
 	if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
 		s.log.Error("recording cron run failed", "job", id, "err", err)
 	}
+	s.changed()
+}
+
+func (s *Service) changed() {
+	if s.opts.OnChange != nil {
+		s.opts.OnChange()
+	}
 }
 
 // nextLocked is the clock's next activation of id, or nil.
@@ -287,6 +299,7 @@ func (s *Service) Add(_ context.Context, spec api.JobSpec) (api.Job, error) {
 	if due && s.started {
 		s.fireNowLocked(j.ID)
 	}
+	s.changed()
 	return j.Job, nil
 }
 
@@ -352,6 +365,7 @@ func (s *Service) Remove(_ context.Context, id string) (api.Job, error) {
 	if err := s.opts.Store.Delete(store.BucketCron, id); err != nil {
 		return api.Job{}, fmt.Errorf("schedule: remove job %s: %w", id, err)
 	}
+	s.changed()
 	return j.Job, nil
 }
 
@@ -385,6 +399,7 @@ func (s *Service) SetEnabled(_ context.Context, id string, on bool) (api.Job, er
 	if err := s.opts.Store.Put(store.BucketCron, id, j); err != nil {
 		return api.Job{}, fmt.Errorf("schedule: save job: %w", err)
 	}
+	s.changed()
 	return j.Job, nil
 }
 

@@ -6,10 +6,15 @@ import (
 	"strings"
 
 	"github.com/perchhq/perch/appliance/api"
+	"github.com/perchhq/perch/appliance/bus"
 )
 
-// NewCron returns the cron tool over jobs (the scheduler).
-func NewCron(jobs api.Jobs) Tool {
+// NewCron returns the cron tool over jobs (the scheduler). target, when not
+// nil, names where a job delivers when it is added from a conversation no
+// person reads later (/chat without a channel, perch agent, a cron turn)
+// and names no channel itself: the last chat where a person can read it.
+// An empty channel from target means there is none.
+func NewCron(jobs api.Jobs, target func() (channel, chatID string)) Tool {
 	return Func{
 		ToolName: "cron",
 		ToolDescription: "Schedule reminders and recurring tasks. " +
@@ -42,11 +47,23 @@ func NewCron(jobs api.Jobs) Tool {
 				if a.Has("deliver") {
 					spec.Deliver = a.Bool("deliver")
 				}
-				if c := a.String("channel"); c != "" {
-					spec.Channel = c
+				explicit := a.String("channel") != ""
+				if explicit {
+					spec.Channel = a.String("channel")
 				}
 				if c := a.String("chat_id"); c != "" {
 					spec.To = c
+				}
+				if !explicit && bus.IsInternal(spec.Channel) && target != nil {
+					// Nobody reads this conversation later: deliver where
+					// a person will.
+					if ch, chat := target(); ch != "" {
+						spec.Channel, spec.To = ch, chat
+					}
+				}
+				if !explicit && bus.IsInternal(spec.Channel) {
+					// Delivering there would only be logged.
+					spec.Channel, spec.To = "", ""
 				}
 				if spec.Deliver && spec.To == "" {
 					// No chat to deliver to (an internal session): let the
@@ -102,8 +119,11 @@ func added(j api.Job) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "scheduled job %s: %s", j.ID, j.Schedule.Describe())
 	where := "nowhere a person reads it (recorded in the job's last result only)"
-	if j.Channel != "" && j.To != "" {
-		where = j.Channel + ":" + j.To
+	switch {
+	case j.Channel == "web" && j.To != "":
+		where = "the web page (chat " + j.To + "; it waits there as unread while no page is open)"
+	case j.Channel != "" && j.To != "" && !bus.IsInternal(j.Channel):
+		where = j.Channel + " chat " + j.To
 	}
 	switch {
 	case j.Command != "" && j.Deliver:

@@ -33,7 +33,7 @@ func boardTools(t *testing.T, jobs *fakeJobs, sent *[]string) *Registry {
 	r.Register(NewExec(nil))
 	r.Register(NewI2C())
 	r.Register(NewSPI())
-	r.Register(NewCron(jobs))
+	r.Register(NewCron(jobs, nil))
 	r.Register(NewMessage(MessageOptions{Send: func(o bus.Outbound) error { *sent = append(*sent, o.ChatID); return nil }}))
 	r.Register(NewCanvas())
 	return r
