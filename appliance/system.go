@@ -91,12 +91,14 @@ type System struct {
 // the system degraded (NoProv says why).
 func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System, error) {
 	s := &System{Cfg: cfg, Log: log, Bus: bus.New(128)}
+	// The config dir first: the workspace usually lies inside it, and
+	// making the workspace first would create the config dir 0755.
+	if err := os.MkdirAll(cfg.Dir(), 0o700); err != nil {
+		return nil, fmt.Errorf("config dir %s: %w", cfg.Dir(), err)
+	}
 	ws := cfg.WorkspaceDir()
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, fmt.Errorf("workspace %s: %w; check agents.defaults.workspace", ws, err)
-	}
-	if err := os.MkdirAll(cfg.Dir(), 0o700); err != nil {
-		return nil, fmt.Errorf("config dir %s: %w", cfg.Dir(), err)
 	}
 	db, err := store.Open(cfg.DBPath(), store.Options{LockHolder: func() string {
 		if p, err := pidfile.Read(cfg.PIDPath()); err == nil {

@@ -29,7 +29,7 @@ func lockFile(path string, write bool, timeout time.Duration, holder func() stri
 	for {
 		f, err := os.OpenFile(path, flag, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("store: open %s: %w", path, err)
+			return nil, fmt.Errorf("store: %w", err) // the error names the path
 		}
 		for {
 			err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)

@@ -13,7 +13,6 @@ import (
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/gateway/client"
-	"github.com/perchhq/perch/store"
 )
 
 func channelsCommand() *Command {
@@ -63,7 +62,7 @@ func approve(ctx context.Context, w io.Writer, cfg *config.Config, code string) 
 		fmt.Fprintf(w, "Approved %s on %s: added to %s. They can talk to the bot now.\n", who(a.Pairing), a.Channel, a.Key)
 		return nil
 	}
-	db, err := store.Open(cfg.DBPath(), store.Options{})
+	db, err := openStore(cfg)
 	if err != nil {
 		return err
 	}
@@ -88,7 +87,7 @@ func pending(ctx context.Context, w io.Writer, cfg *config.Config) error {
 			return fmt.Errorf("channels pending: %w", err)
 		}
 	} else {
-		db, err := store.Open(cfg.DBPath(), store.Options{})
+		db, err := openStore(cfg)
 		if err != nil {
 			return err
 		}

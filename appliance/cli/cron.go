@@ -17,7 +17,6 @@ import (
 	"github.com/perchhq/perch/appliance/gateway/client"
 	"github.com/perchhq/perch/appliance/sandbox"
 	"github.com/perchhq/perch/appliance/schedule"
-	"github.com/perchhq/perch/store"
 )
 
 func cronCommand() *Command {
@@ -169,7 +168,7 @@ func openJobs(ctx context.Context, cfg *config.Config, stderr io.Writer) (api.Jo
 	if c, err := client.Find(ctx, cfg.PIDPath(), cfg.Gateway.APIToken.Value()); err == nil {
 		return c, func() {}, nil
 	}
-	db, err := store.Open(cfg.DBPath(), store.Options{})
+	db, err := openStore(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"time"
 
@@ -48,6 +49,9 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 				rep, err := store.CheckFile(path)
 				if errors.Is(err, store.ErrLocked) {
 					return fmt.Errorf("db check: %s is open in a running gateway; stop it first (sudo systemctl stop perch) or check a copy with --config", path)
+				}
+				if errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("db check: there is no database at %s yet; the gateway makes it when it first starts", path)
 				}
 				if err != nil {
 					return fmt.Errorf("db check: %w", err)
