@@ -167,6 +167,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.mu.RUnlock()
 	sort.Strings(names)
+	m.mu.RLock()
+	hub := m.hub
+	m.mu.RUnlock()
+	if hub != nil {
+		// What the last run left, before a channel can admit anything new.
+		hub.Prepare()
+	}
 	var started []Channel
 	for _, n := range names {
 		m.mu.RLock()
@@ -193,7 +200,6 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.sendersWG.Add(1)
 		go m.sender(sctx, q)
 	}
-	hub := m.hub
 	m.mu.Unlock()
 	m.wg.Add(1)
 	go m.dispatch(dctx)

@@ -61,6 +61,9 @@ type Hub struct {
 	memSeq   uint64
 
 	stopped bool
+	// left is the inbox as the last run left it, read by Prepare.
+	left     []inboxItem
+	prepared bool
 
 	send   func(ctx context.Context, out bus.Outbound) error
 	ctx    context.Context
@@ -321,7 +324,11 @@ func (h *Hub) Start(ctx context.Context, send func(ctx context.Context, out bus.
 	h.wg.Add(1)
 	h.mu.Unlock()
 	if h.o.Store != nil {
-		h.replay(ctx)
+		if !h.prepared {
+			h.Prepare()
+		}
+		h.replay(ctx, h.left)
+		h.left = nil
 	}
 	go func() {
 		defer h.wg.Done()
@@ -338,27 +345,39 @@ func (h *Hub) Stop() {
 	h.wg.Wait()
 }
 
-// replay republishes the entries left by the last run.
-func (h *Hub) replay(ctx context.Context) {
-	type item struct {
-		id uint64
-		e  entry
+// inboxItem is an inbox entry as the last run left it.
+type inboxItem struct {
+	id uint64
+	e  entry
+}
+
+// Prepare reads the inbox the last run left. The manager calls it before
+// the channels start: a message admitted after that is a new one, not an
+// interrupted turn, and replaying it too would answer it twice.
+func (h *Hub) Prepare() {
+	if h.o.Store == nil {
+		return
 	}
-	var items []item
+	var items []inboxItem
 	err := h.o.Store.InboxList(func(id uint64, data []byte) error {
 		var e entry
 		if err := json.Unmarshal(data, &e); err != nil {
 			h.log.Error("unreadable inbox entry dropped", "id", id, "err", err)
-			items = append(items, item{id: id, e: entry{Turns: -1}})
+			items = append(items, inboxItem{id: id, e: entry{Turns: -1}})
 			return nil
 		}
-		items = append(items, item{id, e})
+		items = append(items, inboxItem{id, e})
 		return nil
 	})
 	if err != nil {
 		h.log.Error("cannot read the inbox; interrupted turns are not replayed", "err", err)
-		return
+		items = nil
 	}
+	h.left, h.prepared = items, true
+}
+
+// replay republishes the entries left by the last run.
+func (h *Hub) replay(ctx context.Context, items []inboxItem) {
 	now := h.o.Now()
 	for _, it := range items {
 		e := it.e

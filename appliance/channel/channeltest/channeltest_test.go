@@ -8,6 +8,7 @@ import (
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/provider/providertest"
 )
 
 // loopback is a channel whose platform is the test: Start hands one
@@ -43,6 +44,42 @@ func TestEnvAnswersThroughTheAgent(t *testing.T) {
 		t.Fatal("no answer")
 	}
 	if n := e.Provider.Calls(); n != 1 {
+		t.Errorf("the model was asked %d times", n)
+	}
+}
+
+// TestMessageDuringStartAnsweredOnce: a message a channel admits while the
+// channels start, and whose turn is still running when they have started,
+// is a new message, not one the last run left: it is answered once.
+func TestMessageDuringStartAnsweredOnce(t *testing.T) {
+	fake := providertest.New()
+	t.Cleanup(fake.Close)
+	release := make(chan struct{})
+	fake.Default = func(providertest.ChatRequest) providertest.Reply {
+		<-release
+		return providertest.Reply{Content: "pong"}
+	}
+	e := New(t, Options{Provider: fake})
+	l := &loopback{sent: make(chan bus.Outbound, 2)}
+	l.in = channel.NewIntake(e.Deps(config.ChannelSection{Name: "loop", Enabled: true}), channel.IntakeOptions{})
+	if err := e.Start(l); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	select {
+	case m := <-l.sent:
+		if m.Text != "pong" {
+			t.Errorf("answer %+v", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+	select {
+	case m := <-l.sent:
+		t.Errorf("answered twice: %+v", m)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if n := fake.Calls(); n != 1 {
 		t.Errorf("the model was asked %d times", n)
 	}
 }
