@@ -826,9 +826,10 @@
     'channel:web': ['This web page', ''],
     'channel:mqtt': ['MQTT link', 'Check the broker address and login under mqtt in the config, and that the broker is running.'],
   };
+  const PLATFORMS = { telegram: 'Telegram', slack: 'Slack', discord: 'Discord', line: 'LINE' };
   function checkName(n) {
     if (CHECKS[n]) return CHECKS[n][0];
-    if (n.startsWith('channel:')) return 'Chat channel ' + n.slice(8);
+    if (n.startsWith('channel:')) return PLATFORMS[n.slice(8)] || 'Chat channel ' + n.slice(8);
     return n;
   }
   function checkFix(n) {
@@ -883,6 +884,7 @@
       if (c.status === 'fail') li.appendChild(el('p', 'fix', 'How to fix: ' + checkFix(c.name)));
       chans.appendChild(li);
     }
+    chatChannels = checks.some((c) => c.name.startsWith('channel:') && c.name !== 'channel:web' && c.name !== 'channel:mqtt');
     const prov = checks.find((c) => c.name === 'provider');
     providerOK = !prov || prov.status === 'ok';
     if (!providerOK) notice('No language model is connected yet, so Perch cannot answer in the chat. Open the setup form to choose a provider and paste its key.', { setup: true });
@@ -914,6 +916,7 @@
     const rec = st.database_recovered;
     $('recovered-text').textContent = rec ? 'The database was repaired at start: ' + rec.detail : '';
     $('recovered').hidden = !rec;
+    loadPairings();
     if (Array.isArray(st.devices)) renderUSB(st.devices, st.devices_monitor ? 'Watching for USB devices.' : 'USB devices are not watched (devices.enabled and devices.monitor_usb in the config).');
   }
 
@@ -936,6 +939,38 @@
       if (st && /damaged/.test(st.message || '')) { $('recovered-text').textContent = st.message; $('recovered').hidden = false; }
     }
     return data;
+  }
+
+  // ---- pairing: strangers who asked a chat bot to be let in ----
+
+  let chatChannels = false; // a chat platform runs: pairing codes can exist
+  async function loadPairings() {
+    if (!chatChannels) { $('pairing').hidden = true; return; }
+    let list;
+    try { list = await authed('GET', '/admin/channels/pairing'); } catch (e) { return; }
+    const ul = $('pairing-list');
+    ul.replaceChildren();
+    for (const p of list || []) {
+      const li = el('li', 'channel');
+      li.dataset.code = p.code;
+      const line = el('div', 'line');
+      const who = [p.name, p.username ? '@' + p.username.replace(/^@/, '') : '', p.name || p.username ? '' : p.sender_id].filter(Boolean).join(' ');
+      line.appendChild(el('strong', 'grow', who + ' on ' + (PLATFORMS[p.channel] || p.channel)));
+      line.appendChild(button('Let in', async (ev) => {
+        ev.target.disabled = true;
+        try {
+          const a = await authed('POST', '/admin/channels/approve', { code: p.code });
+          li.replaceChildren(el('p', 'sub', (a.name || a.username || a.sender_id) + ' can talk to the bot now (added to ' + a.key + ').'));
+        } catch (e) {
+          ev.target.disabled = false;
+          li.appendChild(el('p', 'fix', 'Not let in: ' + e.message));
+        }
+      }, 'primary'));
+      li.appendChild(line);
+      li.appendChild(el('p', 'sub', 'code ' + p.code + ' · asked ' + ago(p.created) + ' · id ' + p.sender_id));
+      ul.appendChild(li);
+    }
+    $('pairing').hidden = !(list && list.length);
   }
 
   async function showCommand(path, what) {
