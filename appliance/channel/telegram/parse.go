@@ -10,16 +10,13 @@ import (
 	"strings"
 	"unicode/utf16"
 
-	"github.com/go-telegram/bot"
-	"github.com/go-telegram/bot/models"
-
 	"github.com/perchhq/perch/appliance/channel"
 )
 
 // parse decodes one update. id is 0 when not even the update id can be
 // read; msg is nil for updates that carry no message for the agent.
 func (c *Channel) parse(raw json.RawMessage) (id int64, msg *channel.Message, err error) {
-	var u models.Update
+	var u update
 	if err := json.Unmarshal(raw, &u); err != nil {
 		var head struct {
 			ID int64 `json:"update_id"`
@@ -36,14 +33,14 @@ func (c *Channel) parse(raw json.RawMessage) (id int64, msg *channel.Message, er
 }
 
 // message turns a Telegram message into the framework's.
-func (c *Channel) message(tm *models.Message) channel.Message {
+func (c *Channel) message(tm *message) channel.Message {
 	m := channel.Message{
 		ChatID:     strconv.FormatInt(tm.Chat.ID, 10),
 		MessageID:  strconv.Itoa(tm.ID),
 		SenderID:   strconv.FormatInt(tm.From.ID, 10),
 		Username:   tm.From.Username,
 		SenderName: strings.TrimSpace(tm.From.FirstName + " " + tm.From.LastName),
-		IsGroup:    tm.Chat.Type == models.ChatTypeGroup || tm.Chat.Type == models.ChatTypeSupergroup,
+		IsGroup:    tm.Chat.Type == "group" || tm.Chat.Type == "supergroup",
 	}
 	if tm.IsTopicMessage && tm.MessageThreadID != 0 {
 		// Forum topics are conversations of their own.
@@ -69,7 +66,7 @@ func (c *Channel) message(tm *models.Message) channel.Message {
 // mention entities first (@username, a text mention of the bot's account,
 // a command addressed to the bot), then the bot's display name in the
 // text, then its user id.
-func mention(text string, entities []models.MessageEntity, me *models.User) (string, bool) {
+func mention(text string, entities []entity, me *user) (string, bool) {
 	units := utf16.Encode([]rune(text))
 	cut := func(off, n int) string {
 		if off < 0 || off+n > len(units) {
@@ -86,15 +83,15 @@ func mention(text string, entities []models.MessageEntity, me *models.User) (str
 	}
 	for _, e := range entities {
 		switch e.Type {
-		case models.MessageEntityTypeMention:
+		case "mention":
 			if me.Username != "" && strings.EqualFold(sub(e.Offset, e.Length), "@"+me.Username) {
 				return cut(e.Offset, e.Length), true
 			}
-		case models.MessageEntityTypeTextMention:
+		case "text_mention":
 			if e.User != nil && e.User.ID == me.ID {
 				return cut(e.Offset, e.Length), true
 			}
-		case models.MessageEntityTypeBotCommand:
+		case "bot_command":
 			// "/help@perch_bot": kept whole, the agent's command parser
 			// strips the address.
 			if me.Username != "" && strings.HasSuffix(strings.ToLower(sub(e.Offset, e.Length)), "@"+strings.ToLower(me.Username)) {
@@ -114,18 +111,18 @@ func mention(text string, entities []models.MessageEntity, me *models.User) (str
 }
 
 // media lists the attachments of tm.
-func (c *Channel) media(tm *models.Message) []channel.MediaRef {
+func (c *Channel) media(tm *message) []channel.MediaRef {
 	var out []channel.MediaRef
 	if n := len(tm.Photo); n > 0 {
 		// Sizes come smallest first; take the largest within the cap.
 		best := tm.Photo[n-1]
 		for i := n - 1; i >= 0; i-- {
-			if int64(tm.Photo[i].FileSize) <= c.intake.MaxMediaBytes() {
+			if tm.Photo[i].FileSize <= c.intake.MaxMediaBytes() {
 				best = tm.Photo[i]
 				break
 			}
 		}
-		out = append(out, c.ref(channel.MediaImage, best.FileID, "", "image/jpeg", int64(best.FileSize)))
+		out = append(out, c.ref(channel.MediaImage, best.FileID, "", "image/jpeg", best.FileSize))
 	}
 	if v := tm.Voice; v != nil {
 		out = append(out, c.ref(channel.MediaVoice, v.FileID, "", v.MimeType, v.FileSize))
@@ -137,7 +134,7 @@ func (c *Channel) media(tm *models.Message) []channel.MediaRef {
 		out = append(out, c.ref(channel.MediaVideo, v.FileID, v.FileName, v.MimeType, v.FileSize))
 	}
 	if v := tm.VideoNote; v != nil {
-		out = append(out, c.ref(channel.MediaVideo, v.FileID, "", "video/mp4", int64(v.FileSize)))
+		out = append(out, c.ref(channel.MediaVideo, v.FileID, "", "video/mp4", v.FileSize))
 	}
 	if a := tm.Animation; a != nil {
 		out = append(out, c.ref(channel.MediaVideo, a.FileID, a.FileName, a.MimeType, a.FileSize))
@@ -154,24 +151,24 @@ func (c *Channel) media(tm *models.Message) []channel.MediaRef {
 // ref is an attachment downloaded through getFile.
 func (c *Channel) ref(kind channel.MediaKind, fileID, name, mime string, size int64) channel.MediaRef {
 	return channel.MediaRef{Kind: kind, Name: name, MIME: mime, Size: size, Fetch: func(ctx context.Context) (io.ReadCloser, int64, error) {
-		f, err := c.bot.GetFile(ctx, &bot.GetFileParams{FileID: fileID})
+		f, err := c.apiGetFile(ctx, fileID)
 		if err != nil {
-			return nil, 0, fmt.Errorf("telegram getFile: %s", c.redact(err))
+			return nil, 0, err
 		}
 		if f.FileSize > c.intake.MaxMediaBytes() {
 			return nil, f.FileSize, fmt.Errorf("%d bytes, over channels.telegram.max_media_mb", f.FileSize)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.bot.FileDownloadLink(f), nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.fileURL(f), nil)
 		if err != nil {
-			return nil, 0, fmt.Errorf("telegram download: %s", c.redact(err))
+			return nil, 0, c.netErr("download", err)
 		}
 		resp, err := c.client.Do(req)
 		if err != nil {
-			return nil, 0, fmt.Errorf("telegram download: %s", c.redact(err))
+			return nil, 0, c.netErr("download", err)
 		}
 		if resp.StatusCode != http.StatusOK {
 			resp.Body.Close()
-			return nil, 0, fmt.Errorf("telegram download: HTTP %d", resp.StatusCode)
+			return nil, 0, fmt.Errorf("telegram: download: HTTP %d", resp.StatusCode)
 		}
 		return resp.Body, resp.ContentLength, nil
 	}}

@@ -1,95 +1,35 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
-
-	"github.com/go-telegram/bot"
 
 	"github.com/perchhq/perch/appliance/channel"
 )
 
-// apiError is a Bot API error answer.
-type apiError struct {
-	Method      string
-	Code        int
-	Description string
-	RetryAfter  int
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("telegram: %s: %d %s", e.Method, e.Code, e.Description)
-}
-
 // errConflict explains Telegram's 409 to the owner.
 var errConflict = errors.New("another program is polling this bot with the same token (409 Conflict): stop the other perch (or bot) that uses channels.telegram.token, or give this one its own bot from BotFather")
-
-// maxUpdateBytes caps a getUpdates answer (100 updates of text are far
-// below it; files are downloaded separately).
-const maxUpdateBytes = 8 << 20
 
 // getUpdates asks for updates from offset on, waiting up to timeout for
 // the first. Asking with an offset confirms every update before it.
 func (c *Channel) getUpdates(ctx context.Context, offset int64, timeout time.Duration, limit int) ([]json.RawMessage, error) {
-	body, _ := json.Marshal(map[string]any{
+	b, err := jsonBody(map[string]any{
 		"offset": offset, "timeout": int(timeout / time.Second), "limit": limit,
 		"allowed_updates": []string{"message"},
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/bot"+c.token.Value()+"/getUpdates", bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("telegram: getUpdates: %s", c.redact(err))
+		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("telegram: getUpdates: %s", c.redact(err))
+	var ups []json.RawMessage
+	if err := c.call(ctx, "getUpdates", b, maxUpdateBytes, &ups); err != nil {
+		return nil, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpdateBytes))
-	if err != nil {
-		return nil, fmt.Errorf("telegram: getUpdates: reading the answer: %s", c.redact(err))
-	}
-	var r struct {
-		OK          bool              `json:"ok"`
-		Result      []json.RawMessage `json:"result"`
-		Description string            `json:"description"`
-		ErrorCode   int               `json:"error_code"`
-		Parameters  struct {
-			RetryAfter int `json:"retry_after"`
-		} `json:"parameters"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("telegram: getUpdates: HTTP %d with a body that is not the Bot API's: %.120q", resp.StatusCode, data)
-	}
-	if !r.OK {
-		code := r.ErrorCode
-		if code == 0 {
-			code = resp.StatusCode
-		}
-		return nil, &apiError{Method: "getUpdates", Code: code, Description: r.Description, RetryAfter: r.Parameters.RetryAfter}
-	}
-	return r.Result, nil
-}
-
-// redact removes the token from an error's text (URLs carry it).
-func (c *Channel) redact(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		ue.URL = strings.ReplaceAll(ue.URL, c.token.Value(), "<token>")
-	}
-	s := err.Error()
-	if t := c.token.Value(); t != "" {
-		s = strings.ReplaceAll(s, t, "<token>")
-	}
-	return s
+	return ups, nil
 }
 
 // poll holds one polling connection: it learns the bot's identity if Start
@@ -187,12 +127,12 @@ func (c *Channel) classify(err error) error {
 				c.webhookGone = true
 				c.log.Warn("a webhook is set for this bot; deleting it so polling works (updates wait on Telegram's side)")
 				dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, derr := c.bot.DeleteWebhook(dctx, &bot.DeleteWebhookParams{DropPendingUpdates: false})
+				derr := c.apiDeleteWebhook(dctx)
 				cancel()
 				if derr == nil {
 					return channel.RetryAfter(time.Millisecond, fmt.Errorf("telegram: the bot had a webhook; deleted it"))
 				}
-				return fmt.Errorf("telegram: the bot has a webhook and deleting it failed: %s", c.redact(derr))
+				return fmt.Errorf("telegram: the bot has a webhook and deleting it failed: %w", derr)
 			}
 			wait := c.opts.ConflictWait << min(c.conflicts, 4)
 			wait = min(wait, 5*time.Minute)
@@ -204,17 +144,10 @@ func (c *Channel) classify(err error) error {
 		case http.StatusTooManyRequests:
 			return channel.RetryAfter(time.Duration(max(ae.RetryAfter, 1))*time.Second, err)
 		}
-		return err
 	}
-	switch {
-	case errors.Is(err, bot.ErrorUnauthorized), errors.Is(err, bot.ErrorNotFound):
-		return channel.RetryAfter(5*time.Minute, ErrTokenRejected)
-	}
-	var tm *bot.TooManyRequestsError
-	if errors.As(err, &tm) {
-		return channel.RetryAfter(time.Duration(max(tm.RetryAfter, 1))*time.Second, err)
-	}
-	return errors.New(c.redact(err))
+	// Any other answer, no answer, or one not the Bot API's: the
+	// supervisor backs off and retries.
+	return err
 }
 
 func clipRaw(raw []byte) string {

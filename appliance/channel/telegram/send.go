@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
-
-	"github.com/go-telegram/bot"
-	"github.com/go-telegram/bot/models"
 
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
@@ -43,29 +41,24 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 	if strings.TrimSpace(out.Text) != "" {
 		parts := channel.Prepare(out.Text, format)
 		err := c.sender.SendParts(ctx, out.ChatID, parts, format, func(ctx context.Context, text string, formatted bool) error {
-			p := &bot.SendMessageParams{ChatID: chat, MessageThreadID: thread, Text: text,
-				LinkPreviewOptions: &models.LinkPreviewOptions{IsDisabled: bot.True()}}
+			p := &sendMessageParams{ChatID: chat, MessageThreadID: thread, Text: text}
+			p.LinkPreviewOptions.IsDisabled = true
 			if formatted {
-				p.ParseMode = models.ParseModeHTML
+				p.ParseMode = "HTML"
 			}
 			if replyTo != 0 {
 				// Only the first part quotes the message; a quoted message
 				// deleted meanwhile does not stop the answer.
-				p.ReplyParameters = &models.ReplyParameters{MessageID: replyTo, AllowSendingWithoutReply: true}
+				p.ReplyParameters = &replyParams{MessageID: replyTo, AllowSendingWithoutReply: true}
 			}
-			err := c.call(ctx, func(ctx context.Context) error {
-				_, err := c.bot.SendMessage(ctx, p)
-				return err
-			})
-			var me *bot.MigrateError
-			if errors.As(err, &me) && me.MigrateToChatID != 0 {
+			send := func(ctx context.Context) error { return c.callJSON(ctx, "sendMessage", p, nil) }
+			err := c.attempt(ctx, send)
+			var ae *apiError
+			if errors.As(err, &ae) && ae.MigrateTo != 0 {
 				// The group became a supergroup: the answer goes there.
-				p.ChatID = int64(me.MigrateToChatID)
-				chat = int64(me.MigrateToChatID)
-				err = c.call(ctx, func(ctx context.Context) error {
-					_, err := c.bot.SendMessage(ctx, p)
-					return err
-				})
+				p.ChatID = ae.MigrateTo
+				chat = ae.MigrateTo
+				err = c.attempt(ctx, send)
 			}
 			if err == nil {
 				replyTo = 0
@@ -90,10 +83,11 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 // sendMedia sends one attachment: images as photos, anything else as a
 // document.
 func (c *Channel) sendMedia(ctx context.Context, chat int64, thread int, m bus.Media) error {
-	var file models.InputFile
+	var ref string
+	var data []byte
 	name := m.Name
 	if strings.HasPrefix(m.URL, "https://") || strings.HasPrefix(m.URL, "http://") {
-		file = &models.InputFileString{Data: m.URL}
+		ref = m.URL // Telegram fetches it
 	} else {
 		up, err := channel.OpenMedia(m, 10<<20) // the Bot API takes photos up to 10 MB
 		if err != nil {
@@ -102,13 +96,14 @@ func (c *Channel) sendMedia(ctx context.Context, chat int64, thread int, m bus.M
 		if name == "" {
 			name = up.Name
 		}
-		file = &models.InputFileUpload{Filename: up.Name, Data: up.Reader()}
+		data = up.Data
+		if data == nil {
+			data = []byte{}
+		}
 		if m.Kind != "image" || !strings.HasPrefix(up.MIME, "image/") {
 			return c.sender.Do(ctx, "sendDocument", func(ctx context.Context) error {
-				return c.call(ctx, func(ctx context.Context) error {
-					_, err := c.bot.SendDocument(ctx, &bot.SendDocumentParams{ChatID: chat, MessageThreadID: thread,
-						Document: &models.InputFileUpload{Filename: up.Name, Data: up.Reader()}})
-					return err
+				return c.attempt(ctx, func(ctx context.Context) error {
+					return c.apiSendFile(ctx, "sendDocument", "document", chat, thread, "", "", up.Name, data)
 				})
 			})
 		}
@@ -118,53 +113,50 @@ func (c *Channel) sendMedia(ctx context.Context, chat int64, thread int, m bus.M
 		caption = string([]rune(caption)[:200]) + "…"
 	}
 	return c.sender.Do(ctx, "sendPhoto", func(ctx context.Context) error {
-		if up, ok := file.(*models.InputFileUpload); ok {
-			// A retry must upload from the start again.
-			if r, ok := up.Data.(interface {
-				Seek(int64, int) (int64, error)
-			}); ok {
-				r.Seek(0, 0)
-			}
-		}
-		return c.call(ctx, func(ctx context.Context) error {
-			_, err := c.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chat, MessageThreadID: thread, Photo: file, Caption: caption})
-			return err
+		// Each try uploads from the start: the body is made anew.
+		return c.attempt(ctx, func(ctx context.Context) error {
+			return c.apiSendFile(ctx, "sendPhoto", "photo", chat, thread, caption, ref, name, data)
 		})
 	})
 }
 
-// call runs one Bot API call within callTimeout and classifies its error.
-func (c *Channel) call(ctx context.Context, fn func(ctx context.Context) error) error {
+// attempt runs one Bot API call within callTimeout and classifies its
+// error.
+func (c *Channel) attempt(ctx context.Context, fn func(ctx context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	return c.sendError(fn(cctx))
+	return sendError(fn(cctx))
 }
 
-// sendError classifies a send's error for channel.Sender.
-func (c *Channel) sendError(err error) error {
+// sendError classifies a send's error for channel.Sender. Errors from the
+// client never hold the token, so they pass on as they are.
+func sendError(err error) error {
 	if err == nil {
 		return nil
 	}
-	var tm *bot.TooManyRequestsError
-	var me *bot.MigrateError
-	switch {
-	case errors.As(err, &tm):
-		return channel.RetryAfter(time.Duration(max(tm.RetryAfter, 1))*time.Second, errors.New(c.redact(err)))
-	case errors.As(err, &me):
-		return err // Send follows the migration
-	case errors.Is(err, bot.ErrorBadRequest):
-		msg := strings.ToLower(err.Error())
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		return err // no answer: transient
+	}
+	switch ae.Code {
+	case http.StatusTooManyRequests:
+		return channel.RetryAfter(time.Duration(max(ae.RetryAfter, 1))*time.Second, err)
+	case http.StatusBadRequest:
+		if ae.MigrateTo != 0 {
+			return err // Send follows the migration
+		}
+		msg := strings.ToLower(ae.Description)
 		switch {
 		case strings.Contains(msg, "can't parse entities"), strings.Contains(msg, "unsupported start tag"),
 			strings.Contains(msg, "can't find end tag"), strings.Contains(msg, "entity"):
-			return channel.Fail(channel.BadFormat, errors.New(c.redact(err)))
+			return channel.Fail(channel.BadFormat, err)
 		case strings.Contains(msg, "too long"):
-			return channel.Fail(channel.TooLong, errors.New(c.redact(err)))
+			return channel.Fail(channel.TooLong, err)
 		}
-		return channel.Fail(channel.Permanent, errors.New(c.redact(err)))
-	case errors.Is(err, bot.ErrorForbidden), errors.Is(err, bot.ErrorUnauthorized), errors.Is(err, bot.ErrorNotFound):
+		return channel.Fail(channel.Permanent, err)
+	case http.StatusForbidden, http.StatusUnauthorized, http.StatusNotFound:
 		// Blocked by the user, removed from the group, token revoked.
-		return channel.Fail(channel.Permanent, errors.New(c.redact(err)))
+		return channel.Fail(channel.Permanent, err)
 	}
-	return errors.New(c.redact(err))
+	return err
 }

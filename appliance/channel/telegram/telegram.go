@@ -6,9 +6,12 @@
 // channel framework (channel.Intake), which makes it durable before the
 // offset moves past it; the offset itself is kept in the store and
 // confirmed to Telegram before the gateway stops, so a restart neither
-// answers a message twice nor drops one. The go-telegram/bot SDK sends
-// (messages, photos, typing, files); the poll loop is this package's own,
-// because the SDK's moves the offset before a handler has run.
+// answers a message twice nor drops one.
+//
+// The Bot API client is this package's own (api.go): the channel calls
+// eight methods, each one JSON or multipart POST, which plain net/http
+// does in a few hundred lines, where an SDK cost several hundred KiB of
+// the binary.
 //
 // Telegram lets one process poll a bot at a time: a second one gets 409
 // Conflict. That is reported in the log and the /ready check and retried
@@ -25,9 +28,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/go-telegram/bot"
-	"github.com/go-telegram/bot/models"
 
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
@@ -72,14 +72,13 @@ type Channel struct {
 	base   string
 	token  config.Secret
 	client *http.Client
-	bot    *bot.Bot
 	intake *channel.Intake
 	state  *channel.State
 	sender *channel.Sender
 	log    logger
 
 	mu sync.Mutex
-	me *models.User
+	me *user
 
 	offset      int64 // next update id to fetch; only the poll loop writes it
 	offsetMu    sync.Mutex
@@ -111,6 +110,9 @@ func New(d channel.Deps, o Options) (*Channel, error) {
 	if o.TypingEvery <= 0 {
 		o.TypingEvery = 4 * time.Second
 	}
+	if err := checkToken(st.Token.Value()); err != nil {
+		return nil, err
+	}
 	base := strings.TrimRight(st.APIBase, "/")
 	if base == "" {
 		base = DefaultAPIBase
@@ -127,17 +129,6 @@ func New(d channel.Deps, o Options) (*Channel, error) {
 		IdleConnTimeout:       90 * time.Second,
 		ForceAttemptHTTP2:     true,
 	}}
-	b, err := bot.New(st.Token.Value(),
-		bot.WithServerURL(base),
-		bot.WithHTTPClient(o.PollTimeout, c.client),
-		bot.WithSkipGetMe(),
-		bot.WithErrorsHandler(func(error) {}),
-		bot.WithDefaultHandler(func(context.Context, *bot.Bot, *models.Update) {}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("telegram: %w; check channels.telegram.token", err)
-	}
-	c.bot = b
 	c.intake = channel.NewIntake(d, channel.IntakeOptions{
 		Title: "Telegram", Typing: c.typing, TypingEvery: o.TypingEvery,
 	})
@@ -180,9 +171,7 @@ func (c *Channel) Start(ctx context.Context) error {
 	cancel()
 	switch {
 	case err == nil:
-	case errors.Is(err, bot.ErrorUnauthorized) || errors.Is(err, bot.ErrorNotFound):
-		// The Bot API answers an unknown token with 401, a malformed
-		// one with 404.
+	case tokenRejected(err):
 		return ErrTokenRejected
 	default:
 		why := fmt.Sprintf("Telegram unreachable at start: %v; retrying in the background", err)
@@ -215,7 +204,7 @@ func (c *Channel) Stop(ctx context.Context) error {
 
 // getMe learns the bot's identity (for mentions) and its privacy mode.
 func (c *Channel) getMe(ctx context.Context) error {
-	me, err := c.bot.GetMe(ctx)
+	me, err := c.apiGetMe(ctx)
 	if err != nil {
 		return err
 	}
@@ -232,7 +221,7 @@ func (c *Channel) getMe(ctx context.Context) error {
 	return nil
 }
 
-func (c *Channel) identity() *models.User {
+func (c *Channel) identity() *user {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.me
@@ -246,8 +235,7 @@ func (c *Channel) typing(ctx context.Context, in bus.Inbound) error {
 	}
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = c.bot.SendChatAction(tctx, &bot.SendChatActionParams{ChatID: chat, MessageThreadID: atoi(in.ThreadID), Action: models.ChatActionTyping})
-	return err
+	return c.apiSendChatAction(tctx, chat, atoi(in.ThreadID), "typing")
 }
 
 func atoi(s string) int {

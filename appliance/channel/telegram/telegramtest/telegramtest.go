@@ -4,7 +4,7 @@
 // getFile and file downloads, sendPhoto, sendDocument, deleteWebhook),
 // answering as the real API does — including its errors (401, 409
 // Conflict, 429 with retry_after, 400 for bad markup or overlong text) — so
-// the production code and the real SDK are what the tests exercise.
+// the production code's own Bot API client is what the tests exercise.
 package telegramtest
 
 import (
@@ -53,6 +53,9 @@ type Failure struct {
 	Code        int
 	Description string
 	RetryAfter  int
+	// MigrateTo is parameters.migrate_to_chat_id: the group became a
+	// supergroup with this id.
+	MigrateTo int64
 }
 
 // Server is the fake Bot API.
@@ -366,7 +369,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		f := q[0]
 		s.fail[method] = q[1:]
 		s.mu.Unlock()
-		writeErr(w, f.Code, f.Description, f.RetryAfter)
+		writeErrParams(w, f.Code, f.Description, f.RetryAfter, f.MigrateTo)
 		return
 	}
 	s.mu.Unlock()
@@ -573,7 +576,7 @@ type upload struct {
 }
 
 // params reads a Bot API request's parameters: JSON, URL-encoded or
-// multipart (the SDK sends multipart; JSON values of nested objects stay
+// multipart (uploads are multipart; JSON values of nested objects stay
 // text).
 func params(r *http.Request) (map[string]string, map[string]upload, error) {
 	out := map[string]string{}
@@ -626,11 +629,22 @@ func writeOK(w http.ResponseWriter, result any) {
 }
 
 func writeErr(w http.ResponseWriter, code int, desc string, retryAfter int) {
+	writeErrParams(w, code, desc, retryAfter, 0)
+}
+
+func writeErrParams(w http.ResponseWriter, code int, desc string, retryAfter int, migrateTo int64) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	body := map[string]any{"ok": false, "error_code": code, "description": desc}
+	params := map[string]any{}
 	if retryAfter > 0 {
-		body["parameters"] = map[string]any{"retry_after": retryAfter}
+		params["retry_after"] = retryAfter
+	}
+	if migrateTo != 0 {
+		params["migrate_to_chat_id"] = migrateTo
+	}
+	if len(params) > 0 {
+		body["parameters"] = params
 	}
 	json.NewEncoder(w).Encode(body)
 }
