@@ -31,7 +31,6 @@ var allowedModules = []string{
 	"github.com/landlock-lsm/go-landlock",           // exec sandbox
 	"kernel.org/pub/linux/libs/security/libcap/psx", // go-landlock's all-threads syscalls
 	"github.com/lmittmann/tint",                     // log formatting
-	"github.com/slack-go/slack",                     // Slack channel (+576 KiB)
 	"github.com/gorilla/websocket",                  // Slack Socket Mode, Discord gateway, MQTT over ws:// and wss://
 	"github.com/eclipse/paho.golang",                // MQTT 5 link to a broker: response topics, correlation data, manual acks (+640 KiB with gorilla/websocket)
 	"github.com/bwmarrin/discordgo",                 // Discord channel (+640 KiB)

@@ -15,9 +15,8 @@ import (
 )
 
 // eventPayload is the part of an events_api envelope's payload the
-// channel reads. It is decoded here rather than through slackevents so
-// the fields Slack sends (parent_user_id, files, the rich_text mention
-// elements) are all at hand.
+// channel reads: only the fields used (parent_user_id, files, the
+// rich_text mention elements among them).
 type eventPayload struct {
 	Type    string `json:"type"`
 	EventID string `json:"event_id"`
@@ -328,13 +327,12 @@ func (c *Channel) user(ctx context.Context, id string) (user, bool) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()
-	info, err := c.api.GetUserInfoContext(lctx, id)
+	u, err := c.api.userInfo(lctx, id)
 	if err != nil {
 		c.log.Debug("users.info failed; the sender is known by id only", "user", id, "err", err)
 		c.users.put(id, user{}, false)
 		return user{}, false
 	}
-	u := user{Name: info.Name, RealName: info.RealName, DisplayName: info.Profile.DisplayName}
 	c.users.put(id, u, true)
 	return u, true
 }

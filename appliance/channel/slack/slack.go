@@ -1,14 +1,17 @@
 // Package slack is the Slack channel: Socket Mode, so the board needs no
-// public URL. slack-go opens the connection (apps.connections.open with the
+// public URL. It opens the connection (apps.connections.open with the
 // app-level token, then the WebSocket it names) and replaces it when Slack
-// stops pinging or asks for a reconnect; this package acknowledges every
-// envelope within Slack's 3 seconds, turns message events into
-// channel.Messages, and answers with chat.postMessage in the thread the
-// message came from.
+// stops pinging or asks for a reconnect, acknowledges every envelope
+// within Slack's 3 seconds, turns message events into channel.Messages,
+// and answers with chat.postMessage in the thread the message came from.
+//
+// The Web API client and the Socket Mode loop are this package's own, over
+// net/http and gorilla/websocket: the channel uses eight Web API methods
+// and five kinds of Socket Mode frame, and a full SDK cost 640 KiB of the
+// stripped arm64 binary, which has a 12 MiB budget.
 package slack
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,8 +21,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	slackapi "github.com/slack-go/slack"
 
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
@@ -43,7 +44,7 @@ var Platform = channel.Platform{Name: Name, New: New}
 // options are the timings; tests shorten them.
 type options struct {
 	// PingTimeout: Slack pings every few seconds; a connection without a
-	// ping for this long is replaced (slack-go's watchdog).
+	// ping for this long is replaced.
 	PingTimeout time.Duration
 	// AckWithin: an envelope is acknowledged when its message is durable,
 	// or after this long whatever the work still to do, as Slack resends
@@ -69,7 +70,7 @@ type Channel struct {
 	in     *channel.Intake
 	state  *channel.State
 	log    *slog.Logger
-	api    *slackapi.Client
+	api    *webAPI
 	http   *http.Client
 	base   *url.URL
 	botTok string
@@ -110,11 +111,7 @@ func newChannel(d channel.Deps, o options) (*Channel, error) {
 		http: hc, base: base, botTok: s.BotToken.Value(), store: d.Store, opts: o,
 		users: newUserCache(512, time.Hour),
 	}
-	c.api = slackapi.New(s.BotToken.Value(),
-		slackapi.OptionAPIURL(base.String()),
-		slackapi.OptionAppLevelToken(s.AppToken.Value()),
-		slackapi.OptionHTTPClient(hc),
-	)
+	c.api = &webAPI{http: hc, base: base, bot: s.BotToken, app: s.AppToken}
 	c.in = channel.NewIntake(d, channel.IntakeOptions{Title: "Slack", Typing: c.typing})
 	c.state = c.in.State()
 	c.log = c.in.Log()
@@ -124,8 +121,8 @@ func newChannel(d channel.Deps, o options) (*Channel, error) {
 	return c, nil
 }
 
-// apiBase checks channels.slack.api_base: an http(s) URL; the trailing
-// slash slack-go needs is added.
+// apiBase checks channels.slack.api_base: an http(s) URL; a trailing
+// slash is added, as method names are appended to it.
 func apiBase(raw string) (*url.URL, error) {
 	if raw == "" {
 		raw = DefaultAPIBase
@@ -211,12 +208,9 @@ func (e *authError) Error() string {
 }
 
 func fatalCode(err error) (string, bool) {
-	var se slackapi.SlackErrorResponse
-	if errors.As(err, &se) && fatalAuth[se.Err] {
-		return se.Err, true
-	}
-	if err != nil && fatalAuth[err.Error()] {
-		return err.Error(), true
+	var ae *apiError
+	if errors.As(err, &ae) && fatalAuth[ae.Code] {
+		return ae.Code, true
 	}
 	return "", false
 }
@@ -235,14 +229,14 @@ func (c *Channel) run(ctx context.Context, first chan<- error) {
 	b := c.opts.Backoff
 	for {
 		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		res, err := c.api.AuthTestContext(actx)
+		bot, err := c.api.authTest(actx)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		if err == nil {
 			c.mu.Lock()
-			c.bot = botIdentity{UserID: res.UserID, Name: res.User, TeamID: res.TeamID}
+			c.bot = bot
 			c.mu.Unlock()
 			break
 		}
@@ -303,15 +297,7 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 }
 
 func (c *Channel) post(ctx context.Context, chat, thread, text string, formatted bool) error {
-	opts := []slackapi.MsgOption{slackapi.MsgOptionText(text, false)}
-	if !formatted {
-		opts = append(opts, slackapi.MsgOptionDisableMarkdown())
-	}
-	if thread != "" {
-		opts = append(opts, slackapi.MsgOptionTS(thread))
-	}
-	_, _, err := c.api.PostMessageContext(ctx, chat, opts...)
-	return classify(err)
+	return classify(c.api.postMessage(ctx, chat, thread, text, formatted))
 }
 
 // permanent are chat.postMessage errors a retry cannot fix.
@@ -332,32 +318,30 @@ func classify(err error) error {
 	if err == nil {
 		return nil
 	}
-	var rl *slackapi.RateLimitedError
-	if errors.As(err, &rl) {
-		return channel.RetryAfter(rl.RetryAfter, fmt.Errorf("slack: rate limited: %w", err))
+	var se *statusError
+	if errors.As(err, &se) && se.Status == http.StatusTooManyRequests {
+		return channel.RetryAfter(se.RetryAfter, fmt.Errorf("slack: rate limited: %w", err))
 	}
-	var se slackapi.SlackErrorResponse
-	if errors.As(err, &se) {
-		e := fmt.Errorf("slack: %s", se.Err)
-		switch {
-		case se.Err == "msg_too_long":
-			return channel.Fail(channel.TooLong, e)
-		case badFormat[se.Err]:
-			return channel.Fail(channel.BadFormat, e)
-		case se.Err == "ratelimited":
-			return channel.RetryAfter(time.Second, e)
-		case permanent[se.Err]:
-			return channel.Fail(channel.Permanent, e)
-		case se.Err == "internal_error" || se.Err == "fatal_error" || se.Err == "service_unavailable" || se.Err == "request_timeout":
-			return channel.Fail(channel.Transient, e)
+	var ae *apiError
+	if errors.As(err, &ae) {
+		switch code := ae.Code; {
+		case code == "msg_too_long":
+			return channel.Fail(channel.TooLong, err)
+		case badFormat[code]:
+			return channel.Fail(channel.BadFormat, err)
+		case code == "ratelimited":
+			return channel.RetryAfter(time.Second, err)
+		case permanent[code]:
+			return channel.Fail(channel.Permanent, err)
+		case code == "internal_error" || code == "fatal_error" || code == "service_unavailable" || code == "request_timeout":
+			return channel.Fail(channel.Transient, err)
 		}
-		return channel.Fail(channel.Permanent, e)
+		return channel.Fail(channel.Permanent, err)
 	}
-	var sc slackapi.StatusCodeError
-	if errors.As(err, &sc) && sc.Code < 500 {
-		return channel.Fail(channel.Permanent, fmt.Errorf("slack: %w", err))
+	if se != nil && se.Status < 500 {
+		return channel.Fail(channel.Permanent, err)
 	}
-	return channel.Fail(channel.Transient, fmt.Errorf("slack: %w", err))
+	return channel.Fail(channel.Transient, err)
 }
 
 // typing marks the message being answered with an :eyes: reaction until
@@ -368,14 +352,13 @@ func (c *Channel) typing(ctx context.Context, in bus.Inbound) error {
 	if ts == "" {
 		return nil
 	}
-	ref := slackapi.NewRefToMessage(in.ChatID, ts)
-	if err := c.api.AddReactionContext(ctx, "eyes", ref); err != nil {
+	if err := c.api.reaction(ctx, true, in.ChatID, ts, "eyes"); err != nil {
 		return err
 	}
 	<-ctx.Done()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	return c.api.RemoveReactionContext(rctx, "eyes", ref)
+	return c.api.reaction(rctx, false, in.ChatID, ts, "eyes")
 }
 
 // upload sends an outbound file (an image the agent made) to the chat and
@@ -386,9 +369,8 @@ func (c *Channel) upload(ctx context.Context, out bus.Outbound, m bus.Media) err
 	if err != nil {
 		return channel.Fail(channel.Permanent, fmt.Errorf("slack: %w", err))
 	}
-	_, err = c.api.UploadFileContext(ctx, slackapi.UploadFileParameters{
-		Reader: bytes.NewReader(f.Data), Filename: f.Name, FileSize: len(f.Data), Title: f.Name,
-		Channel: out.ChatID, ThreadTimestamp: out.ThreadID,
-	})
-	return classify(err)
+	if len(f.Data) == 0 {
+		return channel.Fail(channel.Permanent, fmt.Errorf("slack: %s is empty; Slack takes no empty file", f.Name))
+	}
+	return classify(c.api.uploadFile(ctx, out.ChatID, out.ThreadID, f.Name, f.Data))
 }

@@ -3,8 +3,8 @@
 // chat.postMessage, users.info, file downloads) and the Socket Mode
 // WebSocket (hello, pings, events_api envelopes, acknowledgements, Slack's
 // redelivery of unacknowledged envelopes with retry_attempt, disconnect
-// requests). The real slack-go client talks to it, so the code under test
-// is the code that talks to Slack.
+// requests). The channel's own Web API and Socket Mode client talks to it,
+// so the code under test is the code that talks to Slack.
 //
 // Knobs break it the ways Slack breaks: a dropped socket, a socket that
 // stays open but goes quiet (no pings, no events), refused tokens
@@ -165,8 +165,8 @@ func (s *Server) close() {
 	s.wg.Wait()
 }
 
-// APIBase is the Web API base for channels.slack.api_base (with the
-// trailing slash slack-go needs).
+// APIBase is the Web API base for channels.slack.api_base (with its
+// trailing slash, as Slack's own).
 func (s *Server) APIBase() string { return s.HTTP.URL + "/api/" }
 
 // SetPingInterval sets how often new connections are pinged (default 5 s).

@@ -35,6 +35,7 @@ func (c *conn) ping() error {
 
 type envelope struct {
 	id      string
+	typ     string // "" is events_api
 	eventID string
 	payload json.RawMessage
 	attempt int
@@ -47,9 +48,13 @@ func (e *envelope) wire() map[string]any {
 	if e.attempt > 0 {
 		reason = "timeout"
 	}
+	typ := e.typ
+	if typ == "" {
+		typ = "events_api"
+	}
 	return map[string]any{
-		"envelope_id": e.id, "payload": e.payload, "type": "events_api",
-		"accepts_response_payload": false, "retry_attempt": e.attempt, "retry_reason": reason,
+		"envelope_id": e.id, "payload": e.payload, "type": typ,
+		"accepts_response_payload": typ != "events_api", "retry_attempt": e.attempt, "retry_reason": reason,
 	}
 }
 
@@ -235,6 +240,23 @@ func (s *Server) Event(inner map[string]any) string {
 	s.mu.Unlock()
 	s.flush()
 	return eventID
+}
+
+// SlashCommand delivers a slash_commands envelope, as Slack does when
+// someone uses one of the app's commands, and returns its envelope id.
+// Slack redelivers it like any envelope until it is acknowledged.
+func (s *Server) SlashCommand(command, text, channel, user string) string {
+	payload, _ := json.Marshal(map[string]any{
+		"token": "verification-token", "team_id": s.TeamID, "api_app_id": s.AppID, "command": command,
+		"text": text, "channel_id": channel, "user_id": user, "trigger_id": "tr-" + strconv.FormatInt(s.seq.Add(1), 10),
+		"response_url": s.HTTP.URL + "/commands/response",
+	})
+	e := &envelope{id: "env-" + strconv.FormatInt(s.seq.Add(1), 10), typ: "slash_commands", payload: payload}
+	s.mu.Lock()
+	s.pending = append(s.pending, e)
+	s.mu.Unlock()
+	s.flush()
+	return e.id
 }
 
 // File is a file shared in a message.

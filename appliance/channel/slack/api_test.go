@@ -1,0 +1,157 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/config"
+)
+
+// client is the Web API client pointed at f with the given tokens.
+func client(t *testing.T, base, bot, app string) *webAPI {
+	t.Helper()
+	u, err := apiBase(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &webAPI{http: &http.Client{Timeout: 5 * time.Second}, base: u, bot: config.Secret(bot), app: config.Secret(app)}
+}
+
+func sendKind(err error) (channel.FailKind, time.Duration) {
+	var se *channel.SendError
+	if errors.As(err, &se) {
+		return se.Kind, se.RetryAfter
+	}
+	return -1, 0
+}
+
+// TestWebAPIAnswersClassified: Slack's {ok:false} codes, a 429 with
+// Retry-After and a 5xx each become what the sender and the start-up
+// check act on, and no error text carries a token.
+func TestWebAPIAnswersClassified(t *testing.T) {
+	f := newFake(t)
+	ctx := context.Background()
+	noToken := func(err error, toks ...string) {
+		t.Helper()
+		for _, tok := range toks {
+			if err != nil && strings.Contains(err.Error(), tok) {
+				t.Errorf("the error shows a token: %v", err)
+			}
+		}
+	}
+
+	good := client(t, f.APIBase(), f.BotToken, f.AppToken)
+	if bot, err := good.authTest(ctx); err != nil || bot.UserID != f.BotUserID || bot.Name != f.BotName || bot.TeamID != f.TeamID {
+		t.Errorf("auth.test = %+v, %v", bot, err)
+	}
+	if u, err := good.userInfo(ctx, "U1"); err != nil || u.display() != "Ann" || u.Name != "ann" {
+		t.Errorf("users.info = %+v, %v", u, err)
+	}
+
+	wrong := client(t, f.APIBase(), "xoxb-wrong-secret", f.BotToken) // the bot token as the app token
+	_, err := wrong.authTest(ctx)
+	if code, ok := fatalCode(err); !ok || code != "invalid_auth" {
+		t.Errorf("auth.test with a wrong token: %v (fatal %q %v)", err, code, ok)
+	}
+	noToken(err, "xoxb-wrong-secret")
+	_, err = wrong.connectionsOpen(ctx)
+	if _, ok := fatalCode(err); !ok {
+		t.Errorf("apps.connections.open with the bot token: %v, want a fatal refusal", err)
+	}
+	noToken(err, f.BotToken)
+
+	f.RateLimit(2)
+	err = classify(good.postMessage(ctx, "C1", "", "hi", true))
+	if kind, after := sendKind(err); kind != channel.RateLimited || after != 2*time.Second {
+		t.Errorf("429: %v (kind %v, retry after %v); want rate limited for 2s", err, kind, after)
+	}
+	err = classify(good.postMessage(ctx, "", "", "hi", true))
+	if kind, _ := sendKind(err); kind != channel.Permanent || !strings.Contains(err.Error(), "channel_not_found") {
+		t.Errorf("channel_not_found: %v (kind %v)", err, kind)
+	}
+	f.RejectMrkdwn(true)
+	if kind, _ := sendKind(classify(good.postMessage(ctx, "C1", "", "*hi*", true))); kind != channel.BadFormat {
+		t.Errorf("invalid_blocks: kind %v, want bad format", kind)
+	}
+	if err := good.postMessage(ctx, "C1", "T1", "*hi*", false); err != nil {
+		t.Errorf("plain text refused: %v", err)
+	}
+	f.Down(true)
+	err = classify(good.postMessage(ctx, "C1", "", "hi", true))
+	if kind, _ := sendKind(err); kind != channel.Transient {
+		t.Errorf("503: %v (kind %v), want transient", err, kind)
+	}
+	f.Down(false)
+	if p := f.Posted(); len(p) != 1 || p[0].Mrkdwn || p[0].ThreadTS != "T1" {
+		t.Errorf("posted %v; want the one plain-text message in thread T1", p)
+	}
+
+	// Nothing listens here: a transport error names the method, not the token.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, err = client(t, "http://"+addr+"/api/", "xoxb-offline-secret", "xapp-offline-secret").authTest(ctx)
+	if err == nil || !strings.Contains(err.Error(), "auth.test") {
+		t.Errorf("unreachable: %v", err)
+	}
+	noToken(err, "xoxb-offline-secret", "xapp-offline-secret")
+}
+
+// TestUploadTokenStaysWithSlack: the upload URL Slack names gets the bot
+// token only when it is Slack's own host or the API's.
+func TestUploadTokenStaysWithSlack(t *testing.T) {
+	f := newFake(t)
+	auth := make(chan string, 1)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth <- r.Header.Get("Authorization")
+	}))
+	t.Cleanup(elsewhere.Close)
+	a := client(t, f.APIBase(), f.BotToken, f.AppToken)
+	if err := a.putUpload(context.Background(), elsewhere.URL+"/upload/F1", "a.png", []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-auth; got != "" {
+		t.Errorf("a foreign upload host got Authorization %q", got)
+	}
+	for raw, want := range map[string]bool{
+		"https://files.slack.com/upload/v1/x": true,
+		"http://files.slack.com/upload/v1/x":  false,
+		f.HTTP.URL + "/upload/F1":             true,
+		"https://slack.com.evil.example/x":    false,
+	} {
+		u, _ := url.Parse(raw)
+		if tokenMayGo(a.base, u) != want {
+			t.Errorf("tokenMayGo(%s) = %v, want %v", raw, !want, want)
+		}
+	}
+}
+
+// TestSlashCommandAcknowledged: an envelope the bot has no use for (a
+// slash command) is acknowledged at once, so Slack does not send it
+// again, and nothing reaches the model.
+func TestSlashCommandAcknowledged(t *testing.T) {
+	f := newFake(t)
+	f.SetAckTimeout(300 * time.Millisecond)
+	h := start(t, f, setup{})
+	h.connected(t)
+	f.SlashCommand("/perch", "status", "C1", "U1")
+	waitFor(t, "the acknowledgement", func() bool { return f.Unacked() == 0 && f.Stats().Acks == 1 })
+	time.Sleep(400 * time.Millisecond)
+	if st := f.Stats(); st.Retries != 0 || st.Acks != 1 {
+		t.Errorf("retries %d, acks %d; want one ack and no redelivery", st.Retries, st.Acks)
+	}
+	if n := h.env.Provider.Calls(); n != 0 || len(f.Posted()) != 0 {
+		t.Errorf("a slash command led to %d model calls and posts %v", n, f.Posted())
+	}
+}
