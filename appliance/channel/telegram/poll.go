@@ -32,10 +32,13 @@ func (c *Channel) getUpdates(ctx context.Context, offset int64, timeout time.Dur
 	return ups, nil
 }
 
-// poll holds one polling connection: it learns the bot's identity if Start
-// could not, then long-polls until an error or ctx ends.
+// poll holds one polling connection: it asks getMe (unless Start's just
+// did), then long-polls until an error or ctx ends. getMe answering is the
+// channel working: a long poll with nothing to deliver holds for
+// PollTimeout before its first answer, and /ready should not fail that long
+// after every start and reconnect.
 func (c *Channel) poll(ctx context.Context, alive func()) error {
-	if c.identity() == nil {
+	if !c.startedMe.Swap(false) {
 		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := c.getMe(gctx)
 		cancel()
@@ -43,6 +46,7 @@ func (c *Channel) poll(ctx context.Context, alive func()) error {
 			return c.classify(err)
 		}
 	}
+	alive()
 	for {
 		ups, err := c.getUpdates(ctx, c.offset, c.opts.PollTimeout, 100)
 		if err != nil {

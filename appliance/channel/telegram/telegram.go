@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/perchhq/perch/appliance/bus"
@@ -87,6 +88,9 @@ type Channel struct {
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	webhookGone bool
+	// startedMe: Start's getMe succeeded and the first poll need not ask
+	// again.
+	startedMe atomic.Bool
 }
 
 // New builds the channel from its config section; Start connects.
@@ -171,6 +175,7 @@ func (c *Channel) Start(ctx context.Context) error {
 	cancel()
 	switch {
 	case err == nil:
+		c.startedMe.Store(true)
 	case tokenRejected(err):
 		return ErrTokenRejected
 	default:

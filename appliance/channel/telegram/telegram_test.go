@@ -651,3 +651,26 @@ func inboxLen(t *testing.T, h *channeltest.Env) int {
 	}
 	return n
 }
+
+// TestReadyBeforeTheFirstLongPollAnswers: with nothing to deliver, Telegram
+// holds a long poll for its whole timeout; the channel is ready as soon as
+// getMe answers, not a poll timeout after every start.
+func TestReadyBeforeTheFirstLongPollAnswers(t *testing.T) {
+	fake := telegramtest.New(token)
+	t.Cleanup(fake.Close)
+	opts := fastOptions()
+	opts.PollTimeout = 30 * time.Second
+	opts.Quiet = time.Minute
+	_, c := start(t, fake, channeltest.Options{}, nil, opts)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok, msg := c.Check(context.Background())
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready 5 s after start while the first long poll holds: %s", msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
