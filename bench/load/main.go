@@ -65,9 +65,10 @@ type server struct {
 	url   string
 	token string
 	start time.Duration // exec to the first 200 from /ready
+	once  sync.Once
 }
 
-func (s *server) stop() { s.cmd.Process.Signal(syscall.SIGTERM); s.cmd.Wait() }
+func (s *server) stop() { s.once.Do(func() { s.cmd.Process.Signal(syscall.SIGTERM); s.cmd.Wait() }) }
 
 func (s *server) rssKB(field string) int { return procKB(s.cmd.Process.Pid, field) }
 
@@ -75,7 +76,8 @@ func (s *server) rssKB(field string) int { return procKB(s.cmd.Process.Pid, fiel
 func launch(client *http.Client, argv, env []string, url, token string) (*server, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	var errOut tailBuffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &errOut
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -91,8 +93,17 @@ func launch(client *http.Client, argv, env []string, url, token string) (*server
 			}
 		}
 		if time.Since(t0) > 10*time.Second {
+			why := fmt.Sprint(err)
+			if req, rerr := http.NewRequest("GET", url+"/ready", nil); rerr == nil {
+				req.Header.Set("Authorization", "Bearer "+token)
+				if resp, err := client.Do(req); err == nil {
+					b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+					resp.Body.Close()
+					why = string(b)
+				}
+			}
 			s.stop()
-			return nil, fmt.Errorf("%s: not ready after 10s", argv[0])
+			return nil, fmt.Errorf("%s: not ready after 10s: %s\n%s", argv[0], why, errOut.String())
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
@@ -216,6 +227,11 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	if err != nil {
 		return err
 	}
+	s.stop()
+	chf, err := measureChannels(client, bin, base, settle, idleWait)
+	if err != nil {
+		return err
+	}
 
 	fl, du := floors[0], floors[1]
 	mb := func(kb int) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
@@ -229,6 +245,11 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	fmt.Fprintf(w, "peak RSS               %s\n", mb(p.peakKB))
 	fmt.Fprintf(w, "idle RSS %-4s after    %s  (trimmed)\n", idleWait.Round(time.Second), mb(trimmedKB))
 	fmt.Fprintf(w, "first turn after trim  %s  (warm p50 %s)\n", msd(first[0]), msd(pct(p.lat1, 50)))
+	every := "every chat channel and MQTT"
+	if !chf.mqtt {
+		every = "every chat channel (no MQTT: " + mosquitto + " is not installed)"
+	}
+	fmt.Fprintf(w, "idle RSS, %s: %s warm, %s trimmed\n", every, mb(chf.warmKB), mb(chf.trimmedKB))
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "same run, same fake\tperch\tfloor\tdurable floor\tratio\tgoal\t\n")
@@ -245,7 +266,8 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	fmt.Fprintf(tw, "c=1 p50\t%s\t%s\t%s\t%s\t<= 0.8x durable\t\n", msd(pct(p.lat1, 50)), msd(pct(fl.lat1, 50)), msd(pct(du.lat1, 50)), ratio(r1, r1 <= 0.8))
 	r16 := p.rps16 / fl.rps16
 	fmt.Fprintf(tw, "c=16 req/s\t%.0f\t%.0f\t%.0f\t%s\t>= 0.8x floor\t\n", p.rps16, fl.rps16, du.rps16, ratio(r16, r16 >= 0.8))
-	fmt.Fprintf(tw, "idle RSS\t%s warm, %s trimmed\t%s\t%s\t\t<= 10 MB warm\t\n", mb(warmKB), mb(trimmedKB), mb(fl.idleKB), mb(du.idleKB))
+	fmt.Fprintf(tw, "idle RSS\t%s warm, %s trimmed\t%s\t%s\t\t\t\n", mb(warmKB), mb(trimmedKB), mb(fl.idleKB), mb(du.idleKB))
+	fmt.Fprintf(tw, "idle RSS, all channels\t%s warm, %s trimmed\t\t\t%s\t<= 10 MB warm\t\n", mb(chf.warmKB), mb(chf.trimmedKB), ratio(float64(chf.warmKB)/1024/10, chf.warmKB <= 10*1024 && chf.mqtt))
 	fmt.Fprintf(tw, "peak RSS\t%s\t%s\t%s\t\t<= 25 MB\t\n", mb(p.peakKB), mb(fl.peakKB), mb(du.peakKB))
 	return tw.Flush()
 }
@@ -331,4 +353,27 @@ func freePort() int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// tailBuffer keeps the last 8 KiB written to it: a program's stderr, for
+// the error when it does not become ready.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if n := len(t.buf); n > 8<<10 {
+		t.buf = append(t.buf[:0], t.buf[n-8<<10:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
 }

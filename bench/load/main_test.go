@@ -46,7 +46,8 @@ func TestLoadRunsAgainstTheRealBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"binary (stripped)", "exec to /ready 200", "idle RSS (after start)", "idle RSS warm", "/chat c=1", "/chat c=16",
-		"peak RSS", "first turn after trim", "durable floor", "c=1 p50", "<= 0.8x durable", "c=16 req/s"} {
+		"peak RSS", "first turn after trim", "durable floor", "c=1 p50", "<= 0.8x durable", "c=16 req/s",
+		"idle RSS, every chat channel and MQTT", "idle RSS, all channels"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
