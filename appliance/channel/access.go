@@ -32,7 +32,7 @@ type Pairing = api.Pairing
 type Approval = api.Approval
 
 // ErrNoPairing is returned for a code that does not exist or expired.
-var ErrNoPairing = errors.New("channels: no such pairing code (codes expire after 24 hours; ask the sender to write to the bot again for a new one)")
+var ErrNoPairing = errors.New("no such pairing code (codes expire after 24 hours; ask the sender to write to the bot again for a new one)")
 
 // codeAlphabet leaves out letters and digits people confuse (0/O, 1/I/L).
 const codeAlphabet = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
