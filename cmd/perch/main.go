@@ -16,6 +16,7 @@ import (
 
 	"github.com/perchhq/perch/appliance"
 	"github.com/perchhq/perch/appliance/sandbox"
+	"github.com/perchhq/perch/image/firstboot"
 )
 
 const usage = `perch — a chat-driven AI agent appliance
@@ -33,6 +34,7 @@ Usage:
   perch cron remove|enable|disable ID
   perch skills list | show NAME | install FOLDER [--name NAME] | remove NAME
   perch version
+  perch firstboot [--console]                apply the boot partition's settings (board images)
   perch help
 
 Every command accepts --config PATH (default: $PERCH_HOME/config.json or ~/.perch/config.json).
@@ -136,6 +138,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return usageErr("perch skills list | show NAME | install FOLDER [--name NAME] | remove NAME")
 		}
 		return appliance.Skills(o)
+	case "firstboot": // the image's first-boot unit; its flags are its own
+		return firstboot.CLI(ctx, args, stdout, stderr)
 	case "help", "--help", "-h":
 		fmt.Fprint(stdout, usage)
 		return nil
