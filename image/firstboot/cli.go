@@ -92,7 +92,7 @@ func showConsole(ctx context.Context, root, cfgPath string, log *slog.Logger) er
 		b.Token = cfg.Gateway.APIToken.Value()
 	}
 	b.SetupCode = SetupCode(gatewayLog(ctx))
-	issue := filepath.Join(root, "run/issue.d/50-perch.issue")
+	issue := filepath.Join(root, "run/perch-firstboot/console.issue")
 	if err := writeFile(issue, []byte(b.Issue()), 0o600); err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func TestConsoleCommand(t *testing.T) {
 			t.Errorf("%s got:\n%q", tty, out)
 		}
 	}
-	issue := filepath.Join(root, "run/issue.d/50-perch.issue")
+	issue := filepath.Join(root, "run/perch-firstboot/console.issue")
 	if s := readFile(t, issue); !strings.Contains(s, "4321-8765") {
 		t.Errorf("issue:\n%s", s)
 	}

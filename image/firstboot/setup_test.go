@@ -3,6 +3,7 @@ package firstboot
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -97,4 +98,16 @@ func FuzzParseSetup(f *testing.F) {
 			t.Fatal("nil result without an error")
 		}
 	})
+}
+
+// TestShippedExampleParses: the example on every card's boot partition (and
+// in IMAGE.md) is a valid file once renamed.
+func TestShippedExampleParses(t *testing.T) {
+	data, err := os.ReadFile("../perch-setup.example.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseSetup(data); err != nil {
+		t.Fatal(err)
+	}
 }
