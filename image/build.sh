@@ -176,8 +176,9 @@ rm -f "$root/tmp/perch.deb" "$root/usr/sbin/policy-rc.d"
 rm -f "$root/etc/perch/config.json"
 
 step "the image's files"
-cp -a "$here/rootfs/common/." "$root/"
-cp -a "$here/rootfs/$TARGET/." "$root/"
+# Owned by root whoever checked the repository out.
+cp -a --no-preserve=ownership "$here/rootfs/common/." "$root/"
+cp -a --no-preserve=ownership "$here/rootfs/$TARGET/." "$root/"
 echo perch > "$root/etc/hostname"
 printf '127.0.0.1\tlocalhost\n127.0.1.1\tperch\n::1\t\tlocalhost ip6-localhost ip6-loopback\nff02::1\t\tip6-allnodes\nff02::2\t\tip6-allrouters\n' > "$root/etc/hosts"
 # Per-board identity is made at first boot: machine id (this value marks the

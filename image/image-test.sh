@@ -43,7 +43,7 @@ results=$work/results.txt
 : > "$results"
 set +e
 PERCH_IMAGE_DEB=${first[0]} PERCH_IMAGE_DEB_ARM64=${first[1]} PERCH_IMAGE_DEB_NEXT=${second[0]} \
-PERCH_IMAGE_REPO_TOOL=$repo_tool PERCH_IMAGE_RESULTS=$results TMPDIR=$work \
+PERCH_IMAGE_REPO_TOOL=$repo_tool PERCH_IMAGE_RESULTS=$results PERCH_IMAGE_LOGS=$work/logs TMPDIR=$work \
   go test -tags imagetest -count=1 -v -timeout 100m -run "${IMAGE_TEST_RUN:-.}" ./image/imagetest/ 2>&1 | tee "$work/go-test.log"
 rc=${PIPESTATUS[0]}
 set -e

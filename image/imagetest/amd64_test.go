@@ -75,6 +75,9 @@ func TestAmd64Image(t *testing.T) {
 		"--apt-url", fmt.Sprintf("http://10.0.2.2:%d/", repoPort), "--apt-key", repoKey, "--seed", seed)
 	record(t, "amd64 image build (Debian tree cached: %v): %s", treeWasCached(filepath.Join(work, "out")), took.Round(time.Second))
 
+	t.Run("two builds list the same packages", func(t *testing.T) {
+		checkSamePackages(t, "amd64", filepath.Join(work, "out", "image.manifest"))
+	})
 	var bootPart partition
 	t.Run("image contents", func(t *testing.T) {
 		parts := partitions(t, img)
@@ -108,14 +111,16 @@ func TestAmd64Image(t *testing.T) {
 	runCmd(t, time.Minute, "truncate", "-s", "3G", disk)
 	vars := filepath.Join(work, "OVMF_VARS.fd")
 	copyFile(t, "/usr/share/OVMF/OVMF_VARS_4M.fd", vars)
-	qemuArgs := []string{"-accel", "tcg", "-machine", "q35", "-m", "1024", "-smp", "2",
+	qemuArgs := []string{"-accel", "tcg", "-machine", "q35", "-m", "1024", "-smp", "1",
 		"-drive", "if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd",
 		"-drive", "if=pflash,format=raw,file=" + vars,
 		"-drive", "file=" + disk + ",format=raw,if=virtio",
 		"-device", "i6300esb"}
+	// One vCPU: with two, TCG occasionally runs stale code while the kernel
+	// patches itself at boot (an int3 oops in enqueue_timer, seen here).
 	v := startVM(t, "qemu-system-x86_64", qemuArgs, 45*time.Minute)
 	v.key = key
-	boot := v.waitHealth(t, 12*time.Minute)
+	boot := v.waitHealth(t, 25*time.Minute)
 	record(t, "amd64 first boot under TCG (UEFI, first-boot setup, growroot): /health after %s", boot.Round(time.Second))
 	waitFor(t, "SSH", 3*time.Minute, func() error { _, err := v.sshAs("root", key, "true"); return err })
 
@@ -323,7 +328,7 @@ func TestAmd64Image(t *testing.T) {
 		}
 		v.sshAs("root", key, "systemctl reboot")
 		time.Sleep(10 * time.Second)
-		took := v.waitHealth(t, 8*time.Minute)
+		took := v.waitHealth(t, 20*time.Minute)
 		record(t, "amd64 second boot: /health after %s", took.Round(time.Second))
 		waitFor(t, "SSH", 3*time.Minute, func() error { _, err := v.sshAs("root", key, "true"); return err })
 		if after := v.sh(t, "sha256sum /etc/perch/config.json /etc/ssh/ssh_host_ed25519_key.pub /etc/machine-id /var/lib/perch-firstboot/state.json"); after != before {
@@ -342,7 +347,7 @@ func TestAmd64Image(t *testing.T) {
 		cfgBefore := v.sh(t, "sha256sum /etc/perch/config.json")
 		apt := "-o Dir::Etc::SourceList=/etc/apt/sources.list.d/perch.sources -o Dir::Etc::SourceParts=- -o APT::Get::List-Cleanup=0"
 		start := time.Now()
-		out := v.sh(t, "apt-get "+apt+" update -q && DEBIAN_FRONTEND=noninteractive apt-get "+apt+" -y -q upgrade 2>&1")
+		out := v.shTimeout(t, 15*time.Minute, "apt-get "+apt+" update -q && DEBIAN_FRONTEND=noninteractive apt-get "+apt+" -y -q -o Dpkg::Use-Pty=0 upgrade 2>&1")
 		record(t, "apt-get update + upgrade of perch on the board: %s", time.Since(start).Round(time.Second))
 		if !strings.Contains(out, "perch") {
 			t.Errorf("apt-get upgrade did not upgrade perch:\n%s", tail(out, 20))

@@ -240,6 +240,10 @@ func startVM(t *testing.T, qemu string, args []string, maxLife time.Duration) *v
 	t.Cleanup(func() {
 		timer.Stop()
 		v.kill()
+		if dir := os.Getenv("PERCH_IMAGE_LOGS"); dir != "" {
+			os.MkdirAll(dir, 0o755)
+			os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-serial.log"), []byte(v.console()), 0o644)
+		}
 		if t.Failed() {
 			t.Logf("serial console (last lines):\n%s", tail(v.console(), 80))
 		}
@@ -281,7 +285,11 @@ func (v *vm) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s
 
 // sshAs runs a command in the guest as user.
 func (v *vm) sshAs(user, key, command string) (string, error) {
-	return tryCmd(90*time.Second, "ssh", "-i", key, "-p", strconv.Itoa(v.sshPort),
+	return v.sshTimeout(90*time.Second, user, key, command)
+}
+
+func (v *vm) sshTimeout(timeout time.Duration, user, key, command string) (string, error) {
+	return tryCmd(timeout, "ssh", "-i", key, "-p", strconv.Itoa(v.sshPort),
 		"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
 		"-o", "ConnectTimeout=15", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes",
 		user+"@127.0.0.1", command)
@@ -290,7 +298,12 @@ func (v *vm) sshAs(user, key, command string) (string, error) {
 // sh runs a command as root in the guest and fails the test on error.
 func (v *vm) sh(t *testing.T, command string) string {
 	t.Helper()
-	out, err := v.sshAs("root", v.key, command)
+	return v.shTimeout(t, 90*time.Second, command)
+}
+
+func (v *vm) shTimeout(t *testing.T, timeout time.Duration, command string) string {
+	t.Helper()
+	out, err := v.sshTimeout(timeout, "root", v.key, command)
 	if err != nil {
 		t.Fatalf("guest: %s: %v\n%s", command, err, tail(out, 40))
 	}
@@ -305,6 +318,9 @@ func (v *vm) waitHealth(t *testing.T, timeout time.Duration) time.Duration {
 		case <-v.exited:
 			t.Fatalf("QEMU exited: %v\n%s", v.exitErr, tail(v.console(), 60))
 		default:
+		}
+		if c := v.console(); strings.Contains(c, "Kernel panic") {
+			t.Fatalf("the guest's kernel panicked:\n%s", tail(c, 60))
 		}
 		code, _, err := httpDo("GET", v.url("/health"), "", nil)
 		if err == nil && code != 200 {
@@ -446,4 +462,46 @@ func buildImage(t *testing.T, out string, args ...string) (string, time.Duration
 func copyFile(t *testing.T, src, dst string) {
 	t.Helper()
 	runCmd(t, 5*time.Minute, "cp", "--sparse=always", src, dst)
+}
+
+// checkSamePackages resolves the target's package list again from the
+// archive (resolve.sh, apt in a private state) and compares it with the
+// packages in the image's manifest: the same inputs name the same
+// packages. Versions may differ only if the archive moved since the cached
+// tree was built; that is reported, not failed.
+func checkSamePackages(t *testing.T, target, manifest string) {
+	t.Helper()
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inImage := map[string]string{}
+	_, list, _ := strings.Cut(string(data), "\npackages")
+	for _, l := range strings.Split(list, "\n")[1:] {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] != "perch" {
+			inImage[f[0]] = f[1]
+		}
+	}
+	resolved := map[string]string{}
+	for _, l := range strings.Split(runCmd(t, 10*time.Minute, filepath.Join(top, "image/imagetest/resolve.sh"), target), "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			resolved[f[0]] = f[1]
+		}
+	}
+	moved := 0
+	for name, v := range inImage {
+		rv, ok := resolved[name]
+		switch {
+		case !ok:
+			t.Errorf("%s is in the image but a new resolution of the same list does not install it", name)
+		case rv != v:
+			moved++
+		}
+	}
+	for name := range resolved {
+		if _, ok := inImage[name]; !ok {
+			t.Errorf("a new resolution of the same list installs %s, which the image lacks", name)
+		}
+	}
+	record(t, "%s: %d Debian packages; a second resolution of the same list names the same packages (%d at a newer version since the cached tree was built)", target, len(inImage), moved)
 }

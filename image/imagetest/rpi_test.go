@@ -36,6 +36,9 @@ func TestRpiArm64Image(t *testing.T) {
 	img, took := buildImage(t, filepath.Join(work, "out"), "--target", "rpi-arm64", "--deb", deb)
 	record(t, "rpi-arm64 image build (Debian tree cached: %v): %s", treeWasCached(filepath.Join(work, "out")), took.Round(time.Second))
 
+	t.Run("two builds list the same packages", func(t *testing.T) {
+		checkSamePackages(t, "rpi-arm64", filepath.Join(work, "out", "image.manifest"))
+	})
 	parts := partitions(t, img)
 	boot := parts[0]
 	var kernel, initrd string
@@ -134,11 +137,11 @@ func TestRpiArm64Image(t *testing.T) {
 	runCmd(t, time.Minute, "truncate", "-s", "3G", disk)
 	fake := providertest.New()
 	t.Cleanup(fake.Close)
-	v := startVM(t, "qemu-system-aarch64", []string{"-M", "virt", "-cpu", "cortex-a72", "-m", "1024", "-smp", "2",
+	v := startVM(t, "qemu-system-aarch64", []string{"-M", "virt", "-cpu", "cortex-a72", "-m", "1024", "-smp", "1",
 		"-kernel", filepath.Join(dir, kernel), "-initrd", filepath.Join(dir, initrd),
-		"-append", "root=LABEL=perch-root rw rootwait net.ifnames=0 audit=0 console=ttyAMA0",
+		"-append", "root=LABEL=perch-root rw rootwait net.ifnames=0 audit=0 panic=10 console=ttyAMA0",
 		"-drive", "file=" + disk + ",format=raw,if=virtio"}, 30*time.Minute)
-	took = v.waitHealth(t, 15*time.Minute)
+	took = v.waitHealth(t, 30*time.Minute)
 	record(t, "rpi-arm64 first boot under qemu-system-aarch64 -M virt (TCG): /health after %s", took.Round(time.Second))
 
 	t.Run("no settings file: setup code and token on the console, setup from the page", func(t *testing.T) {
