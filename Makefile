@@ -5,7 +5,9 @@ GO    ?= go
 PKG   := github.com/perchhq/perch
 STEP  := .ci/step
 
-VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release number is in VERSION; image/deb/version.sh says how builds
+# between releases are numbered (X.Y.Z~git<yyyymmdd>.<hash>).
+VERSION    ?= $(shell image/deb/version.sh)
 COMMIT     ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 BUILD_TIME ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS    := -s -w -X $(PKG)/appliance/version.Version=$(VERSION) \
@@ -16,7 +18,7 @@ GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 # Where `make run` keeps its config, workspace and database.
 RUN_HOME ?= $(CURDIR)/.perch
 
-.PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo qemu-test fuzz bench clean image image-test
+.PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo qemu-test fuzz bench clean deb apt-repo package-test image image-test
 
 all: build
 
@@ -24,7 +26,7 @@ build:
 	$(GOBUILD) -o bin/perch ./cmd/perch
 
 run: build
-	@if [ ! -f "$(RUN_HOME)/config.json" ]; then PERCH_HOME="$(RUN_HOME)" bin/perch onboard; fi
+	@if [ ! -f "$(RUN_HOME)/config.json" ]; then PERCH_HOME="$(RUN_HOME)" PERCH_GATEWAY_HOST=127.0.0.1 bin/perch onboard; fi
 	PERCH_HOME="$(RUN_HOME)" PERCH_GATEWAY_HOST=127.0.0.1 PERCH_SHOW_TOKEN=1 bin/perch gateway
 
 test:
@@ -125,8 +127,40 @@ image-test:
 	image/image-test.sh
 
 bench: build
+	$(GO) build -trimpath -ldflags "-s -w" -o bin/perch-floor ./bench/floor
 	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./appliance/...
-	$(GO) run ./bench/load -bin bin/perch
+	$(GO) run ./bench/load -bin bin/perch -floor bin/perch-floor
 
 clean:
 	rm -rf bin dist
+
+# Debian packages: dist/perch_<version>_<arch>.deb for DEB_ARCHES, each
+# with its static build (armhf carries armv6, which runs on every Pi).
+# Layout, maintainer scripts and the version rule: image/deb/.
+DEB_ARCHES ?= amd64 arm64 armhf
+deb: build
+	@test -n "$(VERSION)" || { echo "deb: no version: image/deb/version.sh failed (see above)" >&2; exit 1; }
+	@mkdir -p dist
+	@for a in $(DEB_ARCHES); do \
+	  case $$a in \
+	    amd64) goenv="GOARCH=amd64" out=amd64 ;; \
+	    arm64) goenv="GOARCH=arm64" out=arm64 ;; \
+	    armhf) goenv="GOARCH=arm GOARM=6" out=armv6 ;; \
+	    *) echo "deb: unknown architecture $$a (amd64, arm64, armhf)" >&2; exit 1 ;; \
+	  esac; \
+	  echo "build dist/perch_linux_$$out"; \
+	  env GOOS=linux $$goenv $(GOBUILD) -o dist/perch_linux_$$out ./cmd/perch || exit 1; \
+	done
+	image/deb/build.sh '$(VERSION)' $(DEB_ARCHES)
+
+# A signed apt repository in APT_DIR holding the packages of this version
+# (and every version published there before). PERCH_REPO_KEY: the armored
+# private signing key; unset, a throwaway key kept in build/apt-key/.
+APT_DIR ?= dist/apt
+apt-repo: deb
+	image/deb/apt-repo.sh $(APT_DIR) $(foreach a,$(DEB_ARCHES),dist/perch_$(VERSION)_$(a).deb)
+
+# Install, upgrade, remove and purge from the signed repository in Debian
+# roots (trixie, bookworm, arm64), lintian and piuparts. Needs root.
+package-test:
+	image/deb/package-test.sh

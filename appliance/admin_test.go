@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perchhq/perch/appliance/schedule"
+	"github.com/perchhq/perch/appliance/api"
 )
 
 // call sends a request with the test gateway's token ("t") and decodes the
@@ -64,9 +64,9 @@ func TestAdminCronAPI(t *testing.T) {
 		t.Fatalf("empty list = %d %s, want 200 []", code, raw)
 	}
 
-	var added schedule.View
+	var added api.Job
 	code := call(t, base, "POST", "/admin/cron",
-		`{"message":"stand up","deliver":true,"channel":"telegram","to":"42","schedule":{"cron_expr":"0 9 * * 1-5","tz":"Europe/Berlin"}}`, &added)
+		`{"message":"stand up","deliver":true,"channel":"web","to":"home","schedule":{"cron_expr":"0 9 * * 1-5","tz":"Europe/Berlin"}}`, &added)
 	if code != 200 || added.ID == "" || !added.Enabled || added.NextRun == nil {
 		t.Fatalf("add = %d %+v, want 200 with an id, enabled, next_run", code, added)
 	}
@@ -75,7 +75,7 @@ func TestAdminCronAPI(t *testing.T) {
 		t.Errorf("next_run %v is not 09:00 in Berlin", added.NextRun)
 	}
 
-	// The listed form: the fields of spec §2.6, a schedule object with one
+	// The listed form: the job's fields, a schedule object with one
 	// kind, and no internal fields.
 	var listed []map[string]any
 	call(t, base, "GET", "/admin/cron", "", &listed)
@@ -100,17 +100,17 @@ func TestAdminCronAPI(t *testing.T) {
 		t.Errorf("next_run %v is not RFC 3339", j["next_run"])
 	}
 
-	var v schedule.View
+	var v api.Job
 	if code := call(t, base, "POST", "/admin/cron/"+added.ID+"/disable", "", &v); code != 200 || v.Enabled || v.NextRun != nil {
 		t.Errorf("disable = %d %+v, want 200 disabled without next_run", code, v)
 	}
-	v = schedule.View{}
+	v = api.Job{}
 	if code := call(t, base, "POST", "/admin/cron/"+added.ID+"/enable", "", &v); code != 200 || !v.Enabled || v.NextRun == nil {
 		t.Errorf("enable = %d %+v, want 200 enabled with next_run", code, v)
 	}
 
-	var removed map[string]string
-	if code := call(t, base, "DELETE", "/admin/cron/"+added.ID, "", &removed); code != 200 || removed["removed"] != added.ID {
+	var removed api.Job
+	if code := call(t, base, "DELETE", "/admin/cron/"+added.ID, "", &removed); code != 200 || removed.ID != added.ID || removed.Message != added.Message {
 		t.Errorf("delete = %d %v", code, removed)
 	}
 	call(t, base, "GET", "/admin/cron", "", &raw)
@@ -142,6 +142,12 @@ func TestAdminCronAPIRefusals(t *testing.T) {
 		{"disable unknown", "POST", "/admin/cron/nope/disable", "", "Bearer t", 404, `"nope"`},
 		{"delete unknown", "DELETE", "/admin/cron/nope", "", "Bearer t", 404, `"nope"`},
 		{"unknown action", "POST", "/admin/cron/nope/pause", "", "Bearer t", 404, "use enable or disable"},
+		// A channel that is not enabled would take the job's result
+		// nowhere: refused, naming the channels that deliver.
+		{"channel not enabled", "POST", "/admin/cron", `{"message":"m","deliver":true,"channel":"bogus","to":"1","schedule":{"at_seconds":60}}`, "Bearer t", 400,
+			`no channel "bogus" is enabled, so nothing would be delivered; channels that deliver: web`},
+		{"internal channel", "POST", "/admin/cron", `{"message":"m","deliver":true,"channel":"cli","to":"1","schedule":{"at_seconds":60}}`, "Bearer t", 400,
+			`channel "cli" is internal`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,11 +169,51 @@ func TestAdminCronAPIRefusals(t *testing.T) {
 func TestAdminCronEnablePastJob(t *testing.T) {
 	fake := newFake(t)
 	_, base := startSystem(t, fake.Base())
-	var v schedule.View
+	var v api.Job
 	call(t, base, "POST", "/admin/cron", `{"message":"now","schedule":{"at_seconds":0}}`, &v)
 	waitCronRun(t, base)
 	var e errBody
 	if code := call(t, base, "POST", "/admin/cron/"+v.ID+"/enable", "", &e); code != 400 || !strings.Contains(e.Error, "moment has passed") {
 		t.Errorf("enable a past job = %d %q, want 400 explaining why", code, e.Error)
+	}
+}
+
+// TestAdminCronPreview: the page's form shows the next runs of a schedule
+// before adding it, with the scheduler's own rules and errors.
+func TestAdminCronPreview(t *testing.T) {
+	_, base := startSystem(t, newFake(t).Base())
+	var p struct {
+		Describe string      `json:"describe"`
+		Next     []time.Time `json:"next"`
+		Zone     string      `json:"zone"`
+	}
+	if code := call(t, base, "GET", "/admin/cron/preview?cron_expr=0+9+*+*+1-5&tz=Europe/Berlin", "", &p); code != 200 || len(p.Next) != 5 || p.Zone != "Europe/Berlin" {
+		t.Fatalf("preview = %d %+v", code, p)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	for _, n := range p.Next {
+		if l := n.In(berlin); l.Hour() != 9 || l.Weekday() == time.Saturday || l.Weekday() == time.Sunday {
+			t.Errorf("next run %v is not 09:00 on a weekday in Berlin", l)
+		}
+	}
+	p.Next = nil
+	if code := call(t, base, "GET", "/admin/cron/preview?every_seconds=3600", "", &p); code != 200 || len(p.Next) != 5 || p.Next[1].Sub(p.Next[0]) != time.Hour || p.Describe != "every 1h0m0s" {
+		t.Errorf("every: %d %+v", code, p)
+	}
+	p.Next = nil
+	if code := call(t, base, "GET", "/admin/cron/preview?at_seconds=600", "", &p); code != 200 || len(p.Next) != 1 || time.Until(p.Next[0]) < 9*time.Minute {
+		t.Errorf("at: %d %+v", code, p)
+	}
+	for q, want := range map[string]string{
+		"":                                  "exactly one of",
+		"?every_seconds=5":                  "at least 10",
+		"?every_seconds=soon":               "not a whole number",
+		"?cron_expr=61+*+*+*+*":             "cron_expr",
+		"?cron_expr=0+9+*+*+*&tz=Mars/Base": "Mars/Base",
+	} {
+		var e errBody
+		if code := call(t, base, "GET", "/admin/cron/preview"+q, "", &e); code != 400 || !strings.Contains(e.Error, want) {
+			t.Errorf("preview%s = %d %q, want 400 with %q", q, code, e.Error, want)
+		}
 	}
 }

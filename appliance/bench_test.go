@@ -63,6 +63,7 @@ func benchChat(b *testing.B, parallel bool) {
 	do := func(body []byte) {
 		req, _ := http.NewRequest("POST", base+"/chat", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer t")
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
 			b.Fatal(err)

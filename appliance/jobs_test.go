@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/provider/providertest"
-	"github.com/perchhq/perch/appliance/schedule"
 )
 
 // noEnv keeps the machine's environment out of a test's config.
@@ -61,7 +61,7 @@ func outbound(b *bus.Bus) []bus.Outbound {
 func TestRunJobDeliver(t *testing.T) {
 	fake := newFake(t)
 	sys := newCore(t, fake)
-	res, err := sys.runJob(context.Background(), schedule.Job{ID: "j1", Message: "Time for tea", Deliver: true, Channel: "telegram", To: "42"})
+	res, err := sys.runJob(context.Background(), api.Job{ID: "j1", JobSpec: api.JobSpec{Message: "Time for tea", Deliver: true, Channel: "telegram", To: "42"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +81,14 @@ func TestRunJobDeliverQueueFull(t *testing.T) {
 	sys := newCore(t, newFake(t))
 	for sys.Bus.PublishOutbound(bus.Outbound{Channel: "telegram", ChatID: "0"}) == nil {
 	}
-	_, err := sys.runJob(context.Background(), schedule.Job{ID: "j1", Message: "m", Deliver: true, Channel: "telegram", To: "42"})
+	_, err := sys.runJob(context.Background(), api.Job{ID: "j1", JobSpec: api.JobSpec{Message: "m", Deliver: true, Channel: "telegram", To: "42"}})
 	if !errors.Is(err, bus.ErrFull) || !strings.Contains(err.Error(), "telegram:42") {
 		t.Errorf("runJob on a full bus = %v, want ErrFull naming telegram:42", err)
 	}
 }
 
 // deliver=false: the job's message reaches the agent as a user message
-// (CONTRACT), and the reply goes to channel/to when they name an external
+// (what scripts rely on), and the reply goes to channel/to when they name an external
 // chat.
 func TestRunJobAsksTheAgent(t *testing.T) {
 	tests := []struct {
@@ -107,7 +107,7 @@ func TestRunJobAsksTheAgent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := newFake(t)
 			sys := newCore(t, fake)
-			res, err := sys.runJob(context.Background(), schedule.Job{ID: "j7", Message: "Summarise today's sensor readings", Channel: tt.channel, To: tt.to})
+			res, err := sys.runJob(context.Background(), api.Job{ID: "j7", JobSpec: api.JobSpec{Message: "Summarise today's sensor readings", Channel: tt.channel, To: tt.to}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func TestRunJobAgentFailure(t *testing.T) {
 	fake := newFake(t)
 	fake.Enqueue(providertest.Reply{Status: 401, ErrorMessage: "bad key"})
 	sys := newCore(t, fake)
-	_, err := sys.runJob(context.Background(), schedule.Job{ID: "j1", Message: "m", Channel: "telegram", To: "42"})
+	_, err := sys.runJob(context.Background(), api.Job{ID: "j1", JobSpec: api.JobSpec{Message: "m", Channel: "telegram", To: "42"}})
 	if err == nil || !strings.Contains(err.Error(), "authentication failed") {
 		t.Errorf("runJob = %v, want the provider's error", err)
 	}
@@ -156,7 +156,7 @@ func TestRunJobAgentFailure(t *testing.T) {
 // the exec tool; their output is the result, delivered when asked.
 func TestRunJobCommand(t *testing.T) {
 	sys := newCore(t, newFake(t))
-	res, err := sys.runJob(context.Background(), schedule.Job{ID: "j2", Message: "Uptime:", Command: "echo ' up 3 days '", Deliver: true, Channel: "slack", To: "C1"})
+	res, err := sys.runJob(context.Background(), api.Job{ID: "j2", JobSpec: api.JobSpec{Message: "Uptime:", Command: "echo ' up 3 days '", Deliver: true, Channel: "slack", To: "C1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,23 +166,23 @@ func TestRunJobCommand(t *testing.T) {
 	if got := outbound(sys.Bus); len(got) != 1 || got[0].Text != "Uptime:\nup 3 days" {
 		t.Errorf("outbound = %+v, want the message and the trimmed output", got)
 	}
-	res, err = sys.runJob(context.Background(), schedule.Job{ID: "j3", Command: "pwd"})
+	res, err = sys.runJob(context.Background(), api.Job{ID: "j3", JobSpec: api.JobSpec{Command: "pwd"}})
 	if err != nil || res != sys.Cfg.WorkspaceDir() {
 		t.Errorf("undelivered command job = %q, %v; want its output (the workspace) as the result", res, err)
 	}
 	if len(outbound(sys.Bus)) != 0 {
 		t.Error("an undelivered command job published its output")
 	}
-	if _, err := sys.runJob(context.Background(), schedule.Job{ID: "j4", Command: "echo nope >&2; exit 3"}); err == nil ||
+	if _, err := sys.runJob(context.Background(), api.Job{ID: "j4", JobSpec: api.JobSpec{Command: "echo nope >&2; exit 3"}}); err == nil ||
 		!strings.Contains(err.Error(), "status 3") || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("failing command: %v", err)
 	}
-	if _, err := sys.runJob(context.Background(), schedule.Job{ID: "j5", Command: "sudo reboot"}); err == nil ||
+	if _, err := sys.runJob(context.Background(), api.Job{ID: "j5", JobSpec: api.JobSpec{Command: "sudo reboot"}}); err == nil ||
 		!strings.Contains(err.Error(), "reboot") {
 		t.Errorf("blocked command: %v", err)
 	}
 	// The config file is a secret: not readable from a job either.
-	if out, err := sys.runJob(context.Background(), schedule.Job{ID: "j6", Command: "cat " + sys.Cfg.DBPath()}); err == nil {
+	if out, err := sys.runJob(context.Background(), api.Job{ID: "j6", JobSpec: api.JobSpec{Command: "cat " + sys.Cfg.DBPath()}}); err == nil {
 		t.Errorf("a job read the database: %q", out)
 	}
 }
@@ -193,7 +193,7 @@ func TestRunJobCommand(t *testing.T) {
 func TestCronJobReachesTheAgent(t *testing.T) {
 	fake := newFake(t)
 	_, base := startSystem(t, fake.Base())
-	var v schedule.View
+	var v api.Job
 	if code := call(t, base, "POST", "/admin/cron", `{"message":"read the greenhouse sensor","schedule":{"at_seconds":0}}`, &v); code != 200 {
 		t.Fatalf("add = %d", code)
 	}
@@ -227,5 +227,35 @@ func waitCronRun(t *testing.T, base string) map[string]any {
 			t.Fatalf("the job never ran: %v", jobs)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDeliveryIsRecordedAsItWent: in the gateway a job's result goes to its
+// channel directly, so the run says "delivered" only when the message
+// arrived, and a delivery that fails is a failed run with the reason.
+func TestDeliveryIsRecordedAsItWent(t *testing.T) {
+	sys, base := startSystem(t, newFake(t).Base())
+	var v api.Job
+	if code := call(t, base, "POST", "/admin/cron", `{"message":"Water the plants","deliver":true,"channel":"web","to":"home","schedule":{"at_seconds":0}}`, &v); code != 200 {
+		t.Fatalf("add = %d", code)
+	}
+	j := waitCronRun(t, base)
+	if j["last_result"] != "delivered to web:home" || j["last_failed"] != nil {
+		t.Errorf("after delivering: %v", j)
+	}
+	h, err := sys.Store.History("web:home")
+	if err != nil || len(h) != 1 || h[0].Content != "Water the plants" || h[0].Role != "assistant" {
+		t.Errorf("web:home history = %+v, %v; want the reminder waiting there", h, err)
+	}
+	call(t, base, "DELETE", "/admin/cron/"+v.ID, "", nil)
+
+	// A chat the page channel cannot take: recorded as failed, not delivered.
+	if code := call(t, base, "POST", "/admin/cron", `{"message":"x","deliver":true,"channel":"web","to":"no such chat","schedule":{"at_seconds":0}}`, &v); code != 200 {
+		t.Fatalf("add = %d", code)
+	}
+	j = waitCronRun(t, base)
+	res, _ := j["last_result"].(string)
+	if j["last_failed"] != true || !strings.HasPrefix(res, "error: delivery to web:no such chat failed: web: ") {
+		t.Errorf("after a failed delivery: %v", j)
 	}
 }

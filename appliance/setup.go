@@ -85,7 +85,7 @@ func (p pageSetup) Apply(ctx context.Context, req web.SetupRequest) (web.SetupRe
 		restore()
 		return web.SetupResult{}, fmt.Errorf("%w: %w", web.ErrBadSetup, err)
 	}
-	prov, err := provider.New(ctx, loaded, p.s.Log)
+	prov, err := provider.FromConfig(ctx, loaded, p.s.Log)
 	if err != nil {
 		restore()
 		return web.SetupResult{}, fmt.Errorf("%w: %w", web.ErrBadSetup, err)

@@ -53,6 +53,9 @@ func (g setupGateway) do(t *testing.T, method, path, token string, body any) (in
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, g.URL+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -205,7 +208,8 @@ func TestSetupSwapsProviderWithoutRestart(t *testing.T) {
 	if got := fake.Requests()[0].Header.Get("Authorization"); got != "Bearer sk-or-SECRET-key" {
 		t.Errorf("provider got Authorization %q", got)
 	}
-	if st, body := g.do(t, "GET", "/ready", "", nil); st != 200 || !strings.Contains(body, "openai/gpt-4o-mini") {
+	// The model is a detail: it needs the token.
+	if st, body := g.do(t, "GET", "/ready", setupToken, nil); st != 200 || !strings.Contains(body, "openai/gpt-4o-mini") {
 		t.Errorf("/ready after setup = %d %s", st, body)
 	}
 
@@ -226,7 +230,7 @@ func TestSetupSwapsProviderWithoutRestart(t *testing.T) {
 		re.Providers.OpenRouter.APIKey.Value() != "sk-or-SECRET-key" || re.Providers.OpenRouter.APIBase != fake.Base() {
 		t.Errorf("written config: provider %q model %q base %q", d.Provider, d.Model, re.Providers.OpenRouter.APIBase)
 	}
-	if re.Gateway.APIToken.Value() != setupToken || len(re.Sensors) != 1 || re.Sensors[0].Name != "room" {
+	if re.Gateway.APIToken.Value() != setupToken || len(re.Sensors.Parts) != 1 || re.Sensors.Parts[0].Name != "room" {
 		t.Errorf("setup lost settings of the file: token set %v, sensors %v", re.Gateway.APIToken.IsSet(), re.Sensors)
 	}
 	if re.Tools.Exec.TimeoutSeconds != 42 {
@@ -303,7 +307,7 @@ func TestSecretsNeverInResponses(t *testing.T) {
 	}
 	gets := func(stage string) {
 		index := ""
-		for _, path := range []string{"/", "/health", "/ready", "/admin/status", "/admin/service", "/admin/logs", "/admin/cron"} {
+		for _, path := range []string{"/", "/health", "/ready", "/setup", "/admin/status", "/admin/service", "/admin/logs", "/admin/cron", "/sensors", "/i2c", "/web/history"} {
 			_, body := g.do(t, "GET", path, setupToken, nil)
 			check(stage+" GET "+path, body)
 			if path == "/" {
@@ -324,8 +328,20 @@ func TestSecretsNeverInResponses(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("/setup = %d %s", st, body)
 	}
+	// The page that proved the code gets the API token, and only it: the
+	// code shows the owner reads the console or journal, where onboard
+	// printed the token too.
+	var res struct{ Token string }
+	if json.Unmarshal([]byte(body), &res); res.Token != setupToken {
+		t.Errorf("successful /setup by code = %s, want the API token in it", body)
+	}
+	secrets = []string{key, code, strings.ReplaceAll(code, "-", "")}
 	check("successful /setup", body)
+	secrets = []string{key, setupToken, code, strings.ReplaceAll(code, "-", "")}
 	gets("after setup")
+	// A setup with the token (a provider exists) hands nothing back.
+	_, body = g.do(t, "POST", "/setup", setupToken, setupBody("", key, fake.Base()))
+	check("setup with the token", body)
 	if strings.Contains(g.Log.String(), key) {
 		t.Errorf("the log shows the API key:\n%s", g.Log)
 	}

@@ -6,15 +6,24 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/channel/discord"
+	"github.com/perchhq/perch/appliance/channel/line"
+	"github.com/perchhq/perch/appliance/channel/slack"
+	"github.com/perchhq/perch/appliance/channel/telegram"
+	webchan "github.com/perchhq/perch/appliance/channel/web"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/devices"
 	"github.com/perchhq/perch/appliance/gateway"
+	"github.com/perchhq/perch/appliance/mqtt"
+	"github.com/perchhq/perch/appliance/pidfile"
 	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/appliance/sampler"
 	"github.com/perchhq/perch/appliance/sandbox"
 	"github.com/perchhq/perch/appliance/schedule"
 	"github.com/perchhq/perch/appliance/tools"
@@ -47,8 +56,31 @@ type System struct {
 	Sensors   *sensor.Set
 	Devices   *devices.Service
 	Sandbox   *sandbox.Runner
+	MQTT      *mqtt.Link // nil unless mqtt.enabled
+	// Web is the page's channel and event stream; Sampler reads the
+	// sensors into the history. Both exist in the gateway only.
+	Web     *webchan.Channel
+	Sampler *sampler.Sampler
+	// USBListen and USBSysRoot, when set before BuildGateway, replace the
+	// kernel's USB events and sysfs for the device service (a test's
+	// recorded uevents and sysfs tree).
+	USBListen  func() (usb.Listener, error)
+	USBSysRoot string
+	// SetupCode is the first-run setup code the page asks for ("" when a
+	// provider is configured), repeated in the start-up banner.
+	SetupCode string
 
+	// outlets are the registered channels by name: jobs deliver through
+	// them directly, so a failed delivery is a failed run.
+	outlets map[string]channel.Channel
+
+	// webhooks are the platforms' routes for the gateway's listener,
+	// registered on it once it exists.
+	webhooks webhookRoutes
+
+	pidKey     string
 	pidWritten bool
+	failed     chan error // see Failed
 	stopTrim   context.CancelFunc
 	trimDone   chan struct{}
 }
@@ -67,16 +99,23 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		return nil, fmt.Errorf("config dir %s: %w", cfg.Dir(), err)
 	}
 	db, err := store.Open(cfg.DBPath(), store.Options{LockHolder: func() string {
-		if p, err := readPID(cfg.PIDPath()); err == nil {
+		if p, err := pidfile.Read(cfg.PIDPath()); err == nil {
 			return fmt.Sprintf("pid %d", p.PID)
 		}
 		return ""
-	}})
+	}, SessionTTL: time.Duration(cfg.Agents.Defaults.SessionTTLDays) * 24 * time.Hour})
 	if err != nil {
 		return nil, err
 	}
 	s.Store = db
-	prov, err := provider.New(ctx, cfg, log)
+	if r := db.Recovered(); r != nil {
+		log.Warn("the database was damaged and set aside; a fresh one holds what could be read",
+			"damaged_copy", r.DamagedPath, "when", r.At, "reason", r.Reason, "salvaged", r.Salvaged.String())
+	}
+	if c := db.Compaction(); c != nil {
+		log.Info("database compacted", "before_bytes", c.Before, "after_bytes", c.After, "took", c.Duration, "error", c.Error)
+	}
+	prov, err := provider.FromConfig(ctx, cfg, log)
 	switch {
 	case err == nil:
 	case errors.Is(err, provider.ErrNoProvider):
@@ -99,17 +138,20 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		opts.Provider = prov
 	}
 	s.Agent = agent.New(opts)
-	loc := time.Local
-	if d.Timezone != "" {
-		loc, _ = time.LoadLocation(d.Timezone) // validated at load
+	loc, err := cfg.Location()
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
-	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log, CheckCommand: sandbox.CheckCommand})
+	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log, CheckCommand: sandbox.CheckCommand,
+		CheckChannel: schedule.ChannelCheck(s.deliveryChannels), OnChange: s.jobsChanged})
 	// Every shell command (exec tool, cron command jobs) runs confined; the
 	// config file and the database are never readable from it.
 	s.Sandbox, err = sandbox.New(sandbox.Options{
 		Workspace:      ws,
 		Timeout:        time.Duration(cfg.Tools.Exec.TimeoutSeconds) * time.Second,
 		RequireSandbox: cfg.Tools.Exec.RequireSandbox,
+		User:           cfg.Tools.Exec.User,
 		Secrets:        []string{cfg.Path(), cfg.DBPath(), cfg.PIDPath()},
 		Log:            log,
 	})
@@ -118,13 +160,13 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		return nil, err
 	}
 	// Validation only: no bus is opened until a sensor is read.
-	s.Sensors, err = sensor.NewSet(cfg.Sensors, sensor.Options{})
+	s.Sensors, err = sensor.NewSet(cfg.Sensors.Parts, sensor.Options{})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	s.registerTools()
-	s.registerCommands()
+	s.registerChatCommands()
 	return s, nil
 }
 
@@ -145,9 +187,10 @@ func (s *System) registerTools() {
 	r.Register(tools.NewImage(tools.ImageOptions{Generator: currentImages{s}}))
 	r.Register(tools.NewSubagent(s.Agent.Subagents()))
 	r.Register(tools.NewSpawn(s.Agent.Subagents()))
-	r.Register(tools.NewCron(cronTool{s}))
+	r.Register(tools.NewCron(s.Cron, s.deliveryTarget))
 	r.Register(tools.NewExec(s.Sandbox))
-	for _, t := range tools.NewHardware(s.Sensors) {
+	loc, _ := cfg.Location() // NewCore checked it
+	for _, t := range tools.NewHardware(s.Sensors, s.Store, loc) {
 		r.Register(t)
 	}
 }
@@ -165,7 +208,11 @@ func (s *System) Close() error {
 func (s *System) BuildGateway() error {
 	cfg := s.Cfg
 	s.Channels = channel.NewManager(s.Bus, s.Log)
-	s.addChannels()
+	s.Channels.UseHub(s.newHub())
+	if err := s.addChannels(); err != nil {
+		return err
+	}
+	s.buildWeb()
 	if cfg.Heartbeat.Enabled {
 		s.Heartbeat = schedule.NewHeartbeat(schedule.HeartbeatOptions{
 			Interval:  time.Duration(cfg.Heartbeat.Interval) * time.Millisecond,
@@ -174,11 +221,7 @@ func (s *System) BuildGateway() error {
 				return s.Agent.Ask(ctx, "heartbeat", prompt)
 			},
 			Deliver: func(text string) {
-				ch, chat := s.Agent.LastActive()
-				if ch == "" {
-					s.Log.Info("heartbeat result with no chat to deliver to", "text", text)
-					return
-				}
+				ch, chat := s.noticeTarget()
 				s.Bus.PublishOutbound(bus.Outbound{Channel: ch, ChatID: chat, Text: text})
 			},
 			Log: s.Log,
@@ -186,14 +229,21 @@ func (s *System) BuildGateway() error {
 	}
 	s.Devices = devices.New(devices.Options{
 		Enabled: cfg.Devices.Enabled, MonitorUSB: cfg.Devices.MonitorUSB,
-		Notify: s.Bus.PublishOutbound, LastActive: s.Agent.LastActive, Store: s.Store, Log: s.Log,
+		Notify: s.Bus.PublishOutbound, LastActive: s.noticeTarget, Store: s.Store, Log: s.Log,
+		Listen: s.USBListen, SysRoot: s.USBSysRoot,
 	})
+	if err := s.addMQTT(); err != nil {
+		return err
+	}
 	s.Checks = gateway.NewChecks()
 	s.registerChecks()
+	s.pidKey = pidfile.NewKey()
 	s.HTTP = gateway.New(gateway.Options{
-		Host: cfg.Gateway.Host, Port: cfg.Gateway.Port, Token: cfg.Gateway.APIToken, Log: s.Log,
+		Host: cfg.Gateway.Host, Port: cfg.Gateway.Port, Token: cfg.Gateway.APIToken, Log: s.Log, ProofKey: s.pidKey,
+		AllowedHosts: cfg.Gateway.AllowedHosts,
 		WriteTimeout: time.Duration(cfg.Agents.Defaults.TurnTimeoutSeconds)*time.Second + 30*time.Second,
 	})
+	s.webhooks.attach(s.HTTP)
 	s.HTTP.RegisterCore(gateway.Deps{
 		Agent: s.Agent, Store: s.Store, Checks: s.Checks, Workspace: cfg.WorkspaceDir(),
 		StatusExtra: s.statusExtra,
@@ -207,63 +257,100 @@ func (s *System) BuildGateway() error {
 	// systemd restarts a gateway whose store stops answering.
 	s.Watchdog = systemd.NewWatchdog(func() bool { return s.Store.Ping() == nil })
 	s.registerAdminAPI()
-	web.Register(s.HTTP, web.Deps{Setup: pageSetup{s}, Log: s.Log})
+	s.registerChannelsAPI()
+	s.connectPage()
+	page := web.Register(s.HTTP, web.Deps{Setup: pageSetup{s}, Log: s.Log, Token: cfg.Gateway.APIToken.Value,
+		CodeWhere: web.CodeWhere(os.LookupEnv), OnSetup: s.Web.RefreshStatus})
+	s.SetupCode = page.SetupCode()
 	return s.HTTP.Listen()
 }
 
-// addChannels registers the enabled channels. A channel enabled with an
-// empty credential is skipped with a warning (spec §5 rule 1).
-func (s *System) addChannels() {
-	ch := s.Cfg.Channels
-	type entry struct {
-		name    string
-		enabled bool
-		creds   bool
-		key     string
-	}
-	for _, e := range []entry{
-		{"telegram", ch.Telegram.Enabled, ch.Telegram.Token.IsSet(), "channels.telegram.token"},
-		{"discord", ch.Discord.Enabled, ch.Discord.Token.IsSet(), "channels.discord.token"},
-		{"slack", ch.Slack.Enabled, ch.Slack.BotToken.IsSet() && ch.Slack.AppToken.IsSet(), "channels.slack.bot_token and app_token"},
-		{"line", ch.LINE.Enabled, ch.LINE.ChannelSecret.IsSet() && ch.LINE.ChannelAccessToken.IsSet(), "channels.line.channel_secret and channel_access_token"},
-	} {
-		if !e.enabled {
+// platforms are the chat platforms this build runs.
+var platforms = []channel.Platform{
+	discord.Platform,
+	line.Platform,
+	slack.Platform,
+	telegram.Platform,
+}
+
+// addChannels registers the enabled channels of the platform table. A
+// channel enabled with an empty credential is skipped with a warning: a
+// half-filled section must not keep the appliance from starting.
+func (s *System) addChannels() error {
+	for _, sec := range s.Cfg.Channels.Sections() {
+		if !sec.Enabled {
 			continue
 		}
-		if !e.creds {
-			s.Log.Warn("channel enabled without credentials; skipped", "channel", e.name, "set", e.key)
+		if !sec.Ready() {
+			s.Log.Warn("channel enabled without credentials; skipped", "channel", sec.Name, "set", strings.Join(sec.Missing(), " and "))
 			continue
 		}
-		s.Channels.Unavailable(e.name, fmt.Sprintf("this build of perch has no %s channel yet; disable channels.%s.enabled or upgrade perch", e.name, e.name))
-		s.Log.Warn("channel not available in this build", "channel", e.name)
+		warnOpen(s.Log, sec)
+		p, ok := channel.Lookup(platforms, sec.Name)
+		if !ok {
+			s.Channels.Unavailable(sec.Name, fmt.Sprintf("this build of perch has no %s channel; disable channels.%s.enabled or upgrade perch", sec.Name, sec.Name))
+			s.Log.Warn("channel not available in this build", "channel", sec.Name)
+			continue
+		}
+		c, err := p.New(channel.Deps{
+			Section: sec, Bus: s.Bus, Store: s.Store, Log: s.Log.With("channel", sec.Name), Workspace: s.Cfg.WorkspaceDir(),
+			Hub: s.Channels.Hub(), Routes: &s.webhooks, GatewayHost: s.Cfg.Gateway.Host, GatewayPort: s.Cfg.Gateway.Port,
+		})
+		if err != nil {
+			return fmt.Errorf("channel %s: %w; fix the channels.%s section of the config", sec.Name, err, sec.Name)
+		}
+		s.register(c)
 	}
+	return nil
 }
 
 func (s *System) registerChecks() {
+	// A database that was damaged and replaced still serves: the check is
+	// ok and says so, until the owner deletes the damaged copy.
 	s.Checks.Register("store", func(context.Context) (bool, string) {
-		if err := s.Store.Ping(); err != nil {
-			return false, err.Error()
+		ok, msg := s.Store.Health()
+		if r := s.Store.Recovered(); ok && r != nil {
+			msg = r.Detail()
 		}
-		return true, fmt.Sprintf("bbolt %s (%d KiB)", s.Store.Path(), s.Store.Size()>>10)
-	})
+		return ok, msg
+	}, gateway.PublicMessage(func(ok bool) string {
+		if !ok {
+			return "the database does not answer"
+		}
+		if r := s.Store.Recovered(); r != nil {
+			return r.Message()
+		}
+		return "the database answers"
+	}))
 	s.Checks.Register("provider", func(context.Context) (bool, string) {
 		p, err := s.Agent.Provider()
 		if p == nil {
 			return false, err.Error()
 		}
 		return true, fmt.Sprintf("%s, model %s", p.Name(), p.Model())
-	})
+	}, gateway.PublicMessage(func(ok bool) string {
+		if ok {
+			return "a provider is configured"
+		}
+		return "no provider is configured; set one up on the web page or in the config file"
+	}))
 	for name, fn := range s.Channels.Checks() {
 		s.Checks.Register(name, fn)
 	}
 	// The sandbox fails the check only under tools.exec.require_sandbox.
 	s.Checks.Register("sandbox", func(context.Context) (bool, string) { return s.Sandbox.Status() })
-	// Hardware informs; it never makes the gateway unready (CONTRACT.md).
+	// Hardware informs; it never makes the gateway unready: a missing bus or
+	// sensor must not stop the board answering chat.
 	s.Checks.Register("sensors", func(context.Context) (bool, string) { return s.Sensors.Check() })
 	s.Checks.Register("devices", func(context.Context) (bool, string) { return s.Devices.Check() })
+	if s.Sampler != nil {
+		s.Checks.Register("sensor history", func(context.Context) (bool, string) { return s.Sampler.Check() })
+	}
 }
 
-// Start starts the services in spec §1's order and serves HTTP.
+// Start starts the services in order (agent, channels, cron, heartbeat,
+// devices) and serves HTTP last, so a request never meets a half-built
+// system.
 func (s *System) Start(ctx context.Context) error {
 	steps := []struct {
 		name string
@@ -282,18 +369,25 @@ func (s *System) Start(ctx context.Context) error {
 	steps = append(steps, struct {
 		name string
 		fn   func(context.Context) error
-	}{"devices", s.Devices.Start})
+	}{"devices", s.Devices.Start}, struct {
+		name string
+		fn   func(context.Context) error
+	}{"sensor sampler", s.Sampler.Start})
 	for _, st := range steps {
 		if err := st.fn(ctx); err != nil {
 			s.Stop(context.WithoutCancel(ctx))
 			return err
 		}
 	}
-	serveErr := make(chan error, 1)
 	s.HTTP.SetReady(true)
-	go func() { serveErr <- s.HTTP.Serve() }()
+	s.failed = make(chan error, 1)
+	go func() { // ends when Serve does: at Stop, or when the listener fails
+		if err := s.HTTP.Serve(); err != nil {
+			s.failed <- err
+		}
+	}()
 	// The pid file announces a gateway that is ready to take requests.
-	if err := writePID(s.Cfg.PIDPath(), s.HTTP.Addr()); err != nil {
+	if err := pidfile.Write(s.Cfg.PIDPath(), s.HTTP.Addr(), s.pidKey); err != nil {
 		s.Log.Warn("cannot write the pid file; CLI commands will not find this gateway", "path", s.Cfg.PIDPath(), "err", err)
 	} else {
 		s.pidWritten = true
@@ -307,15 +401,15 @@ func (s *System) Start(ctx context.Context) error {
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopTrim, s.trimDone = cancel, make(chan struct{})
 	go func() { defer close(s.trimDone); s.trimWhenIdle(tctx) }()
-	go func() {
-		if err := <-serveErr; err != nil {
-			s.Log.Error("HTTP server stopped", "err", err)
-		}
-	}()
 	return nil
 }
 
-// Stop shuts down in spec §1's order: stop accepting requests, cancel the
+// Failed delivers the HTTP server's error when it stops serving by itself
+// (not through Stop); the caller must then Stop the system, which nobody
+// can reach any more.
+func (s *System) Failed() <-chan error { return s.failed }
+
+// Stop shuts down from the outside in: stop accepting requests, cancel the
 // agent's turns, stop the HTTP server, then heartbeat, cron, agent,
 // channels; last the store.
 func (s *System) Stop(ctx context.Context) error {
@@ -347,6 +441,9 @@ func (s *System) Stop(ctx context.Context) error {
 	if s.Devices != nil {
 		note("devices", s.Devices.Stop(ctx))
 	}
+	if s.Sampler != nil {
+		note("sensor sampler", s.Sampler.Stop(ctx))
+	}
 	if s.Heartbeat != nil {
 		note("heartbeat", s.Heartbeat.Stop(ctx))
 	}
@@ -364,7 +461,7 @@ func (s *System) Stop(ctx context.Context) error {
 
 func (s *System) statusExtra(_ context.Context, out map[string]any) {
 	if s.Channels != nil {
-		out["channels"] = s.Channels.Names()
+		out["channels"] = s.Channels.Status()
 	}
 	out["sensors"] = s.Sensors.Status()
 	if s.Devices != nil {
@@ -375,4 +472,8 @@ func (s *System) statusExtra(_ context.Context, out map[string]any) {
 		out["devices"] = devs
 		_, out["devices_monitor"] = s.Devices.Check()
 	}
+	if s.MQTT != nil {
+		out["mqtt"] = s.MQTT.Status()
+	}
+	s.dashboardStatus(out)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/tools"
 )
 
@@ -13,7 +14,7 @@ import (
 // through the registry, against the real scheduler and store.
 func TestCronToolOverTheScheduler(t *testing.T) {
 	sys := newCore(t, newFake(t))
-	ctx := tools.WithCall(context.Background(), tools.Call{Channel: "telegram", ChatID: "77", SessionKey: "telegram:77"})
+	ctx := tools.WithCall(context.Background(), tools.Call{Channel: "web", ChatID: "kitchen", SessionKey: "web:kitchen"})
 	run := func(args string) tools.Result {
 		t.Helper()
 		return sys.Tools.Execute(ctx, "cron", args)
@@ -24,8 +25,8 @@ func TestCronToolOverTheScheduler(t *testing.T) {
 	}
 	id := strings.Fields(strings.TrimPrefix(res.ForLLM, "scheduled job "))[0]
 	id = strings.TrimSuffix(id, ":")
-	jobs, _ := sys.Cron.List()
-	if len(jobs) != 1 || !jobs[0].Deliver || jobs[0].Channel != "telegram" || jobs[0].To != "77" {
+	jobs, _ := sys.Cron.List(context.Background())
+	if len(jobs) != 1 || !jobs[0].Deliver || jobs[0].Channel != "web" || jobs[0].To != "kitchen" {
 		t.Fatalf("the job does not deliver to the current chat: %+v", jobs)
 	}
 	if res := run(`{"action":"list"}`); !strings.Contains(res.ForLLM, id) || !strings.Contains(res.ForLLM, "stretch") {
@@ -34,7 +35,7 @@ func TestCronToolOverTheScheduler(t *testing.T) {
 	if res := run(`{"action":"disable","job_id":"` + id + `"}`); res.IsError() || res.ForLLM != "job "+id+": disabled" {
 		t.Fatalf("disable: %+v", res)
 	}
-	if jobs, _ := sys.Cron.List(); jobs[0].Enabled {
+	if jobs, _ := sys.Cron.List(context.Background()); jobs[0].Enabled {
 		t.Fatal("still enabled")
 	}
 	for args, want := range map[string]string{
@@ -54,15 +55,54 @@ func TestCronToolOverTheScheduler(t *testing.T) {
 	if res := run(`{"action":"remove","job_id":"` + id + `"}`); res.IsError() {
 		t.Fatalf("remove: %+v", res)
 	}
-	// From an internal session there is no chat to deliver to: the agent
-	// gets the message when due instead.
-	ictx := tools.WithCall(context.Background(), tools.Call{Channel: "cli", SessionKey: "rest:default"})
-	if res := sys.Tools.Execute(ictx, "cron", `{"action":"add","message":"check the tank","at_seconds":600}`); res.IsError() {
-		t.Fatal(res.ForLLM)
+	// From a conversation nobody reads later (/chat without a channel,
+	// perch agent) the job delivers where a person reads it: with no chat
+	// channel enabled and no page chat yet, the page's default chat.
+	ictx := tools.WithCall(context.Background(), tools.Call{Channel: "cli", ChatID: "terminal", SessionKey: "rest:default"})
+	res = sys.Tools.Execute(ictx, "cron", `{"action":"add","message":"check the tank","at_seconds":600}`)
+	if res.IsError() || !strings.Contains(res.ForLLM, `"check the tank" is sent to the web page (chat home;`) {
+		t.Fatalf("internal-session job: %s", res.ForLLM)
 	}
-	jobs, _ = sys.Cron.List()
-	if len(jobs) != 1 || jobs[0].Deliver {
+	jobs, _ = sys.Cron.List(context.Background())
+	if len(jobs) != 1 || !jobs[0].Deliver || jobs[0].Channel != "web" || jobs[0].To != "home" {
 		t.Fatalf("internal-session job: %+v", jobs)
+	}
+	// An explicit channel that does not deliver is refused, naming those
+	// that do.
+	res = sys.Tools.Execute(ictx, "cron", `{"action":"add","message":"x","at_seconds":60,"channel":"bogus","chat_id":"1"}`)
+	if !res.IsError() || !strings.Contains(res.ForLLM, `no channel "bogus" is enabled`) || !strings.Contains(res.ForLLM, "channels that deliver: web") {
+		t.Errorf("bogus channel: %s", res.ForLLM)
+	}
+}
+
+// TestCronTargetPrefersAChatChannel: the last chat a person used on a chat
+// platform wins over the page; without one, the page chat used last.
+func TestCronTargetPrefersAChatChannel(t *testing.T) {
+	sys := newCore(t, newFake(t))
+	sys.Cfg.Channels.Telegram.Enabled, sys.Cfg.Channels.Telegram.Token = true, "123:abc"
+	note := func(channel, chatID string) {
+		t.Helper()
+		key := channel + ":" + chatID
+		if err := sys.Store.Append(key, []chat.Message{{Role: "user", Content: "hi"}}, chat.Usage{}, 200, channel, chatID); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // sessions are ordered by their last update
+	}
+	if ch, chat := sys.deliveryTarget(); ch != "web" || chat != "home" {
+		t.Errorf("no chat yet: %s:%s, want web:home", ch, chat)
+	}
+	note("web", "laptop")
+	if ch, chat := sys.deliveryTarget(); ch != "web" || chat != "laptop" {
+		t.Errorf("after the page: %s:%s, want web:laptop", ch, chat)
+	}
+	note("telegram", "42")
+	note("web", "phone")
+	if ch, chat := sys.deliveryTarget(); ch != "telegram" || chat != "42" {
+		t.Errorf("with a telegram chat: %s:%s, want telegram:42 (a chat channel before the page)", ch, chat)
+	}
+	note("discord", "7") // not enabled: never a target
+	if ch, chat := sys.deliveryTarget(); ch != "telegram" || chat != "42" {
+		t.Errorf("after a discord chat: %s:%s, want telegram:42", ch, chat)
 	}
 }
 
@@ -104,7 +144,7 @@ func TestCronToolRefusesBlockedCommands(t *testing.T) {
 	if !res.IsError() || !strings.Contains(res.ForLLM, "command") {
 		t.Fatalf("blocked command accepted: %+v", res)
 	}
-	if jobs, _ := sys.Cron.List(); len(jobs) != 0 {
+	if jobs, _ := sys.Cron.List(context.Background()); len(jobs) != 0 {
 		t.Fatalf("job stored: %+v", jobs)
 	}
 }

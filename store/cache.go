@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/perchhq/perch/appliance/chat"
+
 	"container/list"
 	"sync"
 )
@@ -26,14 +28,14 @@ type load struct {
 
 type cacheEntry struct {
 	key  string
-	msgs []Message
+	msgs []chat.Message
 }
 
 func newHistoryCache(max int) *historyCache {
 	return &historyCache{max: max, ll: list.New(), items: map[string]*list.Element{}, loads: map[string]*load{}}
 }
 
-func (c *historyCache) get(key string) ([]Message, bool) {
+func (c *historyCache) get(key string) ([]chat.Message, bool) {
 	if c.max <= 0 {
 		return nil, false
 	}
@@ -65,7 +67,7 @@ func (c *historyCache) beginLoad(key string) {
 
 // finishLoad caches what was read (when ok) unless a write to key happened
 // meanwhile.
-func (c *historyCache) finishLoad(key string, msgs []Message, ok bool) {
+func (c *historyCache) finishLoad(key string, msgs []chat.Message, ok bool) {
 	if c.max <= 0 {
 		return
 	}
@@ -85,7 +87,7 @@ func (c *historyCache) finishLoad(key string, msgs []Message, ok bool) {
 	c.putLocked(key, msgs)
 }
 
-func (c *historyCache) putLocked(key string, msgs []Message) {
+func (c *historyCache) putLocked(key string, msgs []chat.Message) {
 	if e, ok := c.items[key]; ok {
 		e.Value.(*cacheEntry).msgs = msgs
 		c.ll.MoveToFront(e)
@@ -102,7 +104,7 @@ func (c *historyCache) putLocked(key string, msgs []Message) {
 // appended mirrors a committed Append: new messages at the end, trimmed
 // ones gone from the front. A session not in the cache stays out; its next
 // read loads it from disk.
-func (c *historyCache) appended(key string, msgs []Message, trimmed int) {
+func (c *historyCache) appended(key string, msgs []chat.Message, trimmed int) {
 	if c.max <= 0 {
 		return
 	}

@@ -1,14 +1,18 @@
 package store
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/perchhq/perch/appliance/chat"
+)
 
 // TestLoadRacingAWriteIsNotCached: a disk read that a write to the same
 // session overtook is not cached, so the cache never holds an old history.
 func TestLoadRacingAWriteIsNotCached(t *testing.T) {
 	c := newHistoryCache(4)
-	old := []Message{{Role: "user", Content: "1"}}
+	old := []chat.Message{{Role: "user", Content: "1"}}
 	c.beginLoad("a")
-	c.appended("a", []Message{{Role: "user", Content: "2"}}, 0) // commits while the read runs
+	c.appended("a", []chat.Message{{Role: "user", Content: "2"}}, 0) // commits while the read runs
 	c.finishLoad("a", old, true)
 	if _, ok := c.get("a"); ok {
 		t.Fatal("a read overtaken by a write was cached")

@@ -1,11 +1,15 @@
 // Package store keeps Perch's durable state in one bbolt file: conversation
-// history per session, cron jobs, device state and metadata.
+// history per session, cron jobs, device state, sensor history and metadata.
 //
 // # Concepts
 //
-// Buckets: "meta" (schema version, token totals), "sessions" (one nested
-// bucket per session key holding its messages by sequence number and an
-// "info" record), "cron" and "devices" (JSON records by id).
+// Buckets: "meta" (schema version, token totals, the note of the last
+// recovery), "sessions" (one nested bucket per session key holding its
+// messages by sequence number and an "info" record), "cron" and "devices"
+// (JSON records by id), "sensors" (per sensor and quantity: raw samples for
+// 48 hours and hourly rollups for a year; sensors.go). The schema carries a
+// version and migrates forward at open (migrate.go); a file from a newer
+// perch is refused untouched.
 //
 // Writes are group-committed: the writer that finds the store idle commits
 // at once in its own goroutine, and every write that arrives while that
@@ -19,4 +23,25 @@
 // History reads are served from a small cache of recently used sessions,
 // updated after each commit; the store is the only writer of the file, so the
 // cache cannot go stale.
+//
+// # Damage
+//
+// bbolt trusts its file, and a damaged page or a truncated file makes it
+// panic or fault inside a goroutine of its own, where nothing can recover.
+// So Open reads the file itself first, page by page with every bound checked
+// (pagewalk.go): at every open the structure, after an unclean shutdown
+// every record. A damaged file is kept beside the database as
+// perch.db.damaged-<UTC time>, a fresh file takes its place with whatever
+// could be read from the damaged one (salvage.go), and Recovered reports it.
+// CheckFile and Salvage serve `perch db check` and `perch db salvage`.
+// Every file the store keeps beside the database has a name starting with
+// the database's: .open (the unclean-shutdown marker), .compact (a
+// compaction in progress), .damaged-… (damaged copies, three at most).
+//
+// # Growth
+//
+// Sessions idle longer than Options.SessionTTL are deleted by a background
+// sweep (retention.go); a file that became mostly free pages is compacted at
+// open (compact.go). SessionCount is kept in memory, so readiness checks
+// need not walk the sessions.
 package store

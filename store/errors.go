@@ -10,6 +10,9 @@ var (
 	ErrLocked = errors.New("store: database is locked")
 	// ErrNewerSchema is returned by Open for a file written by a newer perch.
 	ErrNewerSchema = errors.New("store: database schema is newer than this perch")
+	// ErrDamaged is matched by errors about a damaged file: from Open with
+	// Options.NoRecover, and from any call that met damage while running.
+	ErrDamaged = errors.New("store: database is damaged")
 	// ErrNotFound is returned by Get for an absent record.
 	ErrNotFound = errors.New("store: not found")
 )

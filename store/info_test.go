@@ -1,13 +1,15 @@
 package store
 
 import (
+	"github.com/perchhq/perch/appliance/chat"
+
 	"testing"
 	"time"
 )
 
 func TestInfoRecordRoundTrip(t *testing.T) {
 	in := infoRecord{Count: 123, Created: time.Unix(5, 6).UTC(), Updated: time.Unix(7, 8).UTC(),
-		Usage: Usage{1, 2, 3}, Channel: "telegram", ChatID: "-100123"}
+		Usage: chat.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Channel: "telegram", ChatID: "-100123"}
 	var out infoRecord
 	if err := out.unmarshal(in.marshal()); err != nil || out != in {
 		t.Fatalf("got %+v, %v", out, err)

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/perchhq/perch/appliance/chat"
+
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -11,46 +13,16 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Message is one entry of a conversation, in the chat-completions shape.
-type Message struct {
-	Role       string     `json:"role"` // system, user, assistant, tool
-	Content    string     `json:"content,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
-	// Time is Unix milliseconds; zero when unknown.
-	Time int64 `json:"t,omitempty"`
-}
-
-// ToolCall is a model's request to run a tool.
-type ToolCall struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-// Usage counts tokens reported by the provider.
-type Usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
-}
-
-// Add returns u + o.
-func (u Usage) Add(o Usage) Usage {
-	return Usage{u.PromptTokens + o.PromptTokens, u.CompletionTokens + o.CompletionTokens, u.TotalTokens + o.TotalTokens}
-}
-
 // SessionInfo summarises a session.
 type SessionInfo struct {
-	Key      string    `json:"key"`
-	Count    int       `json:"message_count"`
-	Created  time.Time `json:"created"`
-	Updated  time.Time `json:"updated"`
-	Usage    Usage     `json:"usage"`
-	Channel  string    `json:"channel,omitempty"`
-	ChatID   string    `json:"chat_id,omitempty"`
-	External bool      `json:"-"`
+	Key      string     `json:"key"`
+	Count    int        `json:"message_count"`
+	Created  time.Time  `json:"created"`
+	Updated  time.Time  `json:"updated"`
+	Usage    chat.Usage `json:"usage"`
+	Channel  string     `json:"channel,omitempty"`
+	ChatID   string     `json:"chat_id,omitempty"`
+	External bool       `json:"-"`
 }
 
 // infoRecord is a session's summary, rewritten by every append; it is
@@ -60,7 +32,7 @@ type infoRecord struct {
 	Count   int
 	Created time.Time
 	Updated time.Time
-	Usage   Usage
+	Usage   chat.Usage
 	Channel string
 	ChatID  string
 }
@@ -120,7 +92,7 @@ func (r *infoRecord) unmarshal(b []byte) error {
 	r.Count = int(u())
 	r.Created = time.Unix(0, i()).UTC()
 	r.Updated = time.Unix(0, i()).UTC()
-	r.Usage = Usage{i(), i(), i()}
+	r.Usage = chat.Usage{PromptTokens: i(), CompletionTokens: i(), TotalTokens: i()}
 	r.Channel = str()
 	if b == nil {
 		return errDamagedInfo
@@ -137,7 +109,7 @@ func (r *infoRecord) unmarshal(b []byte) error {
 // limit messages (never fewer than 100), dropping leading messages that are
 // not from the user so the history never starts with an orphan tool result.
 // route, when non-empty, records the (channel, chat) the session talks on.
-func (db *DB) Append(key string, msgs []Message, usage Usage, limit int, route ...string) error {
+func (db *DB) Append(key string, msgs []chat.Message, usage chat.Usage, limit int, route ...string) error {
 	if limit < 100 {
 		limit = 100
 	}
@@ -151,9 +123,12 @@ func (db *DB) Append(key string, msgs []Message, usage Usage, limit int, route .
 	}
 	now := time.Now().UTC()
 	var trimmed int
+	var created bool
 	err := db.update(func(tx *bolt.Tx) error {
 		trimmed = 0
-		sess, err := tx.Bucket([]byte(BucketSessions)).CreateBucketIfNotExists([]byte(key))
+		sb := tx.Bucket([]byte(BucketSessions))
+		created = sb.Bucket([]byte(key)) == nil
+		sess, err := sb.CreateBucketIfNotExists([]byte(key))
 		if err != nil {
 			return err
 		}
@@ -199,7 +174,7 @@ func (db *DB) Append(key string, msgs []Message, usage Usage, limit int, route .
 		if err := sess.Put(keyInfo, info.marshal()); err != nil {
 			return err
 		}
-		if usage != (Usage{}) {
+		if usage != (chat.Usage{}) {
 			meta := tx.Bucket([]byte(BucketMeta))
 			total := decodeUsage(meta.Get(keyUsage)) // a damaged total restarts from zero
 			if err := meta.Put(keyUsage, encodeUsage(total.Add(usage))); err != nil {
@@ -210,6 +185,9 @@ func (db *DB) Append(key string, msgs []Message, usage Usage, limit int, route .
 	})
 	if err != nil {
 		return fmt.Errorf("store: append to session %q: %w", key, err)
+	}
+	if created {
+		db.sessions.Add(1)
 	}
 	db.cache.appended(key, msgs, trimmed)
 	return nil
@@ -242,12 +220,12 @@ func trim(mb *bolt.Bucket, n int) (int, error) {
 
 // History returns the stored messages of session key, oldest first. The
 // slice is the caller's.
-func (db *DB) History(key string) ([]Message, error) {
+func (db *DB) History(key string) ([]chat.Message, error) {
 	if msgs, ok := db.cache.get(key); ok {
 		return msgs, nil
 	}
 	db.cache.beginLoad(key)
-	var out []Message
+	var out []chat.Message
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		sess := tx.Bucket([]byte(BucketSessions)).Bucket([]byte(key))
 		if sess == nil {
@@ -257,9 +235,9 @@ func (db *DB) History(key string) ([]Message, error) {
 		if mb == nil {
 			return nil
 		}
-		out = make([]Message, 0, mb.Stats().KeyN)
+		out = make([]chat.Message, 0, mb.Stats().KeyN)
 		return mb.ForEach(func(_, v []byte) error {
-			var m Message
+			var m chat.Message
 			if err := json.Unmarshal(v, &m); err != nil {
 				return fmt.Errorf("damaged message in session %q: %w", key, err)
 			}
@@ -276,15 +254,19 @@ func (db *DB) History(key string) ([]Message, error) {
 
 // Reset deletes session key's history (the /new command).
 func (db *DB) Reset(key string) error {
+	var existed bool
 	err := db.update(func(tx *bolt.Tx) error {
 		sb := tx.Bucket([]byte(BucketSessions))
-		if sb.Bucket([]byte(key)) == nil {
+		if existed = sb.Bucket([]byte(key)) != nil; !existed {
 			return nil
 		}
 		return sb.DeleteBucket([]byte(key))
 	})
 	if err != nil {
 		return fmt.Errorf("store: reset session %q: %w", key, err)
+	}
+	if existed {
+		db.sessions.Add(-1)
 	}
 	db.cache.drop(key)
 	return nil
@@ -336,8 +318,8 @@ func (db *DB) Sessions() ([]SessionInfo, error) {
 }
 
 // TotalUsage is the token count over all sessions since the file was made.
-func (db *DB) TotalUsage() (Usage, error) {
-	var u Usage
+func (db *DB) TotalUsage() (chat.Usage, error) {
+	var u chat.Usage
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		u = decodeUsage(tx.Bucket([]byte(BucketMeta)).Get(keyUsage))
 		return nil
@@ -345,7 +327,7 @@ func (db *DB) TotalUsage() (Usage, error) {
 	return u, err
 }
 
-func encodeUsage(u Usage) []byte {
+func encodeUsage(u chat.Usage) []byte {
 	b := make([]byte, 24)
 	binary.BigEndian.PutUint64(b, uint64(u.PromptTokens))
 	binary.BigEndian.PutUint64(b[8:], uint64(u.CompletionTokens))
@@ -353,9 +335,9 @@ func encodeUsage(u Usage) []byte {
 	return b
 }
 
-func decodeUsage(b []byte) Usage {
+func decodeUsage(b []byte) chat.Usage {
 	if len(b) != 24 {
-		return Usage{}
+		return chat.Usage{}
 	}
-	return Usage{int64(binary.BigEndian.Uint64(b)), int64(binary.BigEndian.Uint64(b[8:])), int64(binary.BigEndian.Uint64(b[16:]))}
+	return chat.Usage{PromptTokens: int64(binary.BigEndian.Uint64(b)), CompletionTokens: int64(binary.BigEndian.Uint64(b[8:])), TotalTokens: int64(binary.BigEndian.Uint64(b[16:]))}
 }

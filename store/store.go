@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
-
-// SchemaVersion is the layout this code reads and writes.
-const SchemaVersion = 1
 
 // Bucket names.
 const (
@@ -22,6 +19,7 @@ const (
 	BucketSessions = "sessions"
 	BucketCron     = "cron"
 	BucketDevices  = "devices"
+	BucketSensors  = "sensors"
 )
 
 var (
@@ -41,11 +39,22 @@ type Options struct {
 	// CacheSessions is how many sessions' histories stay decoded in memory
 	// (default 32; negative disables the cache).
 	CacheSessions int
+	// NoRecover makes Open return an ErrDamaged error for a damaged file
+	// instead of setting it aside and starting on a fresh one.
+	NoRecover bool
+	// SessionTTL, when positive, deletes sessions idle longer than this in
+	// a background sweep (see DeleteIdleSessions); Close stops it.
+	SessionTTL time.Duration
+	// SensorFlush is how long sensor readings may wait in memory before
+	// they are written (default 5 minutes; see AppendReadings).
+	SensorFlush time.Duration
 }
 
 // DB is an open store.
 type DB struct {
-	bolt *bolt.DB
+	// bolt recovers panics and memory faults of damaged pages into errors
+	// (guard.go).
+	bolt *guardedBolt
 	path string
 
 	// Group commit state: the writer that finds the store idle commits
@@ -58,6 +67,16 @@ type DB struct {
 	idle    *sync.Cond // signalled when busy turns false
 
 	cache *historyCache
+
+	// sessions counts the sessions bucket's entries, so readiness and
+	// status need not walk it.
+	sessions     atomic.Int64
+	recovered    *Recovered
+	recoveredNow bool
+	compaction   *Compaction
+	damage       atomic.Pointer[damageNote]
+	sweep        *sweeper
+	sensors      *sensorBuffer
 }
 
 type op struct {
@@ -67,96 +86,6 @@ type op struct {
 
 // maxBatch bounds one group commit; beyond it the next commit takes the rest.
 const maxBatch = 256
-
-// Open opens (creating when absent) the database at path.
-func Open(path string, opts Options) (*DB, error) {
-	if opts.Timeout == 0 {
-		opts.Timeout = time.Second
-	}
-	if opts.CacheSessions == 0 {
-		opts.CacheSessions = 32
-	}
-	b, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout: opts.Timeout,
-		// The freelist is rebuilt on open instead of written on every
-		// commit: fewer pages per commit on an SD card.
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
-	})
-	if errors.Is(err, berrors.ErrTimeout) {
-		who := "another perch process"
-		if opts.LockHolder != nil {
-			if h := opts.LockHolder(); h != "" {
-				who += " (" + h + ")"
-			}
-		}
-		return nil, fmt.Errorf("%w by %s: %s; stop it first, or use the CLI while it runs (it talks to the gateway's API)", ErrLocked, who, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	if err := initialise(b); err != nil {
-		b.Close()
-		if errors.Is(err, ErrNewerSchema) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("store: initialise %s: %w", path, err)
-	}
-	db := &DB{
-		bolt:  b,
-		path:  path,
-		cache: newHistoryCache(opts.CacheSessions),
-	}
-	db.idle = sync.NewCond(&db.mu)
-	return db, nil
-}
-
-// initialise checks the schema and creates missing buckets. A file that is
-// already set up costs only a read transaction: a write would cost two
-// fsyncs on every start.
-func initialise(b *bolt.DB) error {
-	ready := false
-	err := b.View(func(tx *bolt.Tx) error {
-		meta := tx.Bucket([]byte(BucketMeta))
-		if meta == nil {
-			return nil
-		}
-		if v := meta.Get(keySchema); v != nil {
-			if n := binary.BigEndian.Uint64(v); n > SchemaVersion {
-				return fmt.Errorf("%w: file has schema %d, this perch knows %d; upgrade perch", ErrNewerSchema, n, SchemaVersion)
-			}
-		} else {
-			return nil
-		}
-		for _, name := range []string{BucketSessions, BucketCron, BucketDevices} {
-			if tx.Bucket([]byte(name)) == nil {
-				return nil
-			}
-		}
-		ready = true
-		return nil
-	})
-	if err != nil || ready {
-		return err
-	}
-	return b.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists([]byte(BucketMeta))
-		if err != nil {
-			return err
-		}
-		if meta.Get(keySchema) == nil {
-			if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
-				return err
-			}
-		}
-		for _, name := range []string{BucketSessions, BucketCron, BucketDevices} {
-			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
 
 // Path is the database file.
 func (db *DB) Path() string { return db.path }
@@ -170,8 +99,12 @@ func (db *DB) Size() int64 {
 	return st.Size()
 }
 
-// Close waits for queued writes to commit, then closes the file.
+// Close writes buffered sensor readings, stops the session sweep, waits for
+// queued writes to commit, then closes the file. A clean close removes the
+// marker that makes the next Open check every record.
 func (db *DB) Close() error {
+	db.sweep.stop()
+	flushErr := db.FlushSensors()
 	db.mu.Lock()
 	if db.closed {
 		db.mu.Unlock()
@@ -182,7 +115,15 @@ func (db *DB) Close() error {
 		db.idle.Wait()
 	}
 	db.mu.Unlock()
-	return db.bolt.Close()
+	if err := db.bolt.Close(); err != nil {
+		return err
+	}
+	if db.damage.Load() == nil {
+		// A store that met damage while running keeps the marker: the
+		// next start checks every record.
+		os.Remove(markerPath(db.path))
+	}
+	return flushErr
 }
 
 // Check verifies the file's internal consistency (bbolt's tx.Check). It
@@ -211,6 +152,9 @@ func (db *DB) Ping() error {
 	db.mu.Unlock()
 	if closed {
 		return ErrClosed
+	}
+	if err := db.Damaged(); err != nil {
+		return err
 	}
 	return db.bolt.View(func(tx *bolt.Tx) error {
 		if tx.Bucket([]byte(BucketMeta)) == nil {

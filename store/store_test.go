@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"github.com/perchhq/perch/appliance/chat"
+
 	"bufio"
 	"encoding/binary"
 	"errors"
@@ -21,10 +23,10 @@ import (
 	"github.com/perchhq/perch/store/storetest"
 )
 
-func user(s string) store.Message      { return store.Message{Role: "user", Content: s} }
-func assistant(s string) store.Message { return store.Message{Role: "assistant", Content: s} }
+func user(s string) chat.Message      { return chat.Message{Role: "user", Content: s} }
+func assistant(s string) chat.Message { return chat.Message{Role: "assistant", Content: s} }
 
-func contents(msgs []store.Message) string {
+func contents(msgs []chat.Message) string {
 	parts := make([]string, len(msgs))
 	for i, m := range msgs {
 		parts[i] = m.Role[:1] + ":" + m.Content
@@ -38,12 +40,12 @@ func TestHistorySurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Append("rest:default", []store.Message{user("hi")}, store.Usage{}, 200); err != nil {
+	if err := db.Append("rest:default", []chat.Message{user("hi")}, chat.Usage{}, 200); err != nil {
 		t.Fatal(err)
 	}
-	call := store.Message{Role: "assistant", ToolCalls: []store.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"a"}`}}}
-	res := store.Message{Role: "tool", ToolCallID: "c1", Content: "data"}
-	if err := db.Append("rest:default", []store.Message{call, res, assistant("done")}, store.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}, 200); err != nil {
+	call := chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"a"}`}}}
+	res := chat.Message{Role: "tool", ToolCallID: "c1", Content: "data"}
+	if err := db.Append("rest:default", []chat.Message{call, res, assistant("done")}, chat.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}, 200); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -74,13 +76,13 @@ func TestHistorySurvivesReopen(t *testing.T) {
 func TestTrimKeepsLimitAndStartsWithUser(t *testing.T) {
 	db := storetest.Open(t)
 	for i := 0; i < 80; i++ {
-		turn := []store.Message{
+		turn := []chat.Message{
 			user(fmt.Sprint(i)),
-			{Role: "assistant", ToolCalls: []store.ToolCall{{ID: "x", Name: "t"}}},
+			{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "x", Name: "t"}}},
 			{Role: "tool", ToolCallID: "x", Content: "r"},
 			assistant(fmt.Sprint(i)),
 		}
-		if err := db.Append("s", turn, store.Usage{}, 100); err != nil {
+		if err := db.Append("s", turn, chat.Usage{}, 100); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,7 +113,7 @@ func TestCacheMatchesDisk(t *testing.T) {
 	db, _ := store.Open(path, store.Options{})
 	for i := 0; i < 130; i++ {
 		db.History("s") // keep the session cached while appending
-		if err := db.Append("s", []store.Message{user(fmt.Sprint(i)), assistant(fmt.Sprint(i))}, store.Usage{}, 100); err != nil {
+		if err := db.Append("s", []chat.Message{user(fmt.Sprint(i)), assistant(fmt.Sprint(i))}, chat.Usage{}, 100); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,11 +131,11 @@ func TestCacheMatchesDisk(t *testing.T) {
 // later appends.
 func TestReaderSliceIsStable(t *testing.T) {
 	db := storetest.Open(t)
-	db.Append("s", []store.Message{user("a")}, store.Usage{}, 100)
+	db.Append("s", []chat.Message{user("a")}, chat.Usage{}, 100)
 	h1, _ := db.History("s")
 	before := contents(h1)
 	_ = append(h1, user("mutation by caller"))
-	db.Append("s", []store.Message{user("b")}, store.Usage{}, 100)
+	db.Append("s", []chat.Message{user("b")}, chat.Usage{}, 100)
 	if contents(h1) != before {
 		t.Fatalf("earlier slice changed: %s", contents(h1))
 	}
@@ -153,7 +155,7 @@ func TestConcurrentAppendsAllDurable(t *testing.T) {
 			defer wg.Done()
 			key := fmt.Sprintf("s%d", w)
 			for i := 0; i < 20; i++ {
-				if err := db.Append(key, []store.Message{user(fmt.Sprint(i)), assistant(fmt.Sprint(i))}, store.Usage{TotalTokens: 1}, 200); err != nil {
+				if err := db.Append(key, []chat.Message{user(fmt.Sprint(i)), assistant(fmt.Sprint(i))}, chat.Usage{TotalTokens: 1}, 200); err != nil {
 					t.Error(err)
 					return
 				}
@@ -181,7 +183,7 @@ func TestConcurrentAppendsAllDurable(t *testing.T) {
 
 func TestResetAndRecords(t *testing.T) {
 	db := storetest.Open(t)
-	db.Append("a", []store.Message{user("x")}, store.Usage{}, 100)
+	db.Append("a", []chat.Message{user("x")}, chat.Usage{}, 100)
 	if err := db.Reset("a"); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +228,7 @@ func TestLockedNamesHolder(t *testing.T) {
 func TestClosedRefusesWrites(t *testing.T) {
 	db, _ := store.Open(filepath.Join(t.TempDir(), "x.db"), store.Options{})
 	db.Close()
-	if err := db.Append("s", []store.Message{user("x")}, store.Usage{}, 100); !errors.Is(err, store.ErrClosed) {
+	if err := db.Append("s", []chat.Message{user("x")}, chat.Usage{}, 100); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("err = %v", err)
 	}
 	if err := db.Ping(); !errors.Is(err, store.ErrClosed) {
@@ -238,6 +240,7 @@ func TestClosedRefusesWrites(t *testing.T) {
 // mid-stream and checks that every append it acknowledged is on disk and the
 // file is consistent.
 func TestCrashLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "perch.db")
 	for round := 0; round < 3; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -283,6 +286,10 @@ func TestMain(m *testing.M) {
 		crashChild(path)
 		return
 	}
+	if path := os.Getenv("STORE_OPEN_CHILD"); path != "" {
+		openChildMain(path)
+		return
+	}
 	os.Exit(m.Run())
 }
 
@@ -299,7 +306,7 @@ func crashChild(path string) {
 		go func() {
 			key := fmt.Sprintf("w%d", w)
 			for i := 0; ; i++ {
-				if err := db.Append(key, []store.Message{user(strconv.Itoa(i))}, store.Usage{}, 100000); err != nil {
+				if err := db.Append(key, []chat.Message{user(strconv.Itoa(i))}, chat.Usage{}, 100000); err != nil {
 					os.Exit(3)
 				}
 				mu.Lock()
@@ -313,10 +320,10 @@ func crashChild(path string) {
 
 func BenchmarkAppendSerial(b *testing.B) {
 	db := storetest.Open(b)
-	msgs := []store.Message{user("hello there"), assistant("general kenobi")}
+	msgs := []chat.Message{user("hello there"), assistant("general kenobi")}
 	b.ResetTimer()
 	for b.Loop() {
-		if err := db.Append("bench", msgs, store.Usage{TotalTokens: 3}, 200); err != nil {
+		if err := db.Append("bench", msgs, chat.Usage{TotalTokens: 3}, 200); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -324,7 +331,7 @@ func BenchmarkAppendSerial(b *testing.B) {
 
 func BenchmarkAppendParallel16(b *testing.B) {
 	db := storetest.Open(b)
-	msgs := []store.Message{user("hello there"), assistant("general kenobi")}
+	msgs := []chat.Message{user("hello there"), assistant("general kenobi")}
 	var n int64
 	var mu sync.Mutex
 	b.SetParallelism(8) // 2 cores x 8 = 16 writers
@@ -335,7 +342,7 @@ func BenchmarkAppendParallel16(b *testing.B) {
 		key := fmt.Sprintf("bench%d", n)
 		mu.Unlock()
 		for pb.Next() {
-			if err := db.Append(key, msgs, store.Usage{TotalTokens: 3}, 200); err != nil {
+			if err := db.Append(key, msgs, chat.Usage{TotalTokens: 3}, 200); err != nil {
 				b.Fatal(err)
 			}
 		}

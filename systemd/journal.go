@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// DefaultLogEntries is how many entries /admin/logs shows (spec §8).
+// DefaultLogEntries is how many entries /admin/logs shows: enough for the
+// story of a failure, small enough for a phone.
 const DefaultLogEntries = 100
 
 // Journal reads a unit's entries with journalctl. The zero Journal reads the

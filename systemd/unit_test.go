@@ -91,6 +91,7 @@ func TestUnitFileKeyChoices(t *testing.T) {
 		"Service.ReadWritePaths":  "/etc/perch",
 		"Service.ProtectSystem":   "strict",
 		"Service.NoNewPrivileges": "yes",
+		"Service.Delegate":        "pids", // per-command cgroups (exec tool)
 		"Install.WantedBy":        "multi-user.target",
 	}
 	for k, want := range must {
@@ -215,7 +216,8 @@ func TestSystemCallFilter(t *testing.T) {
 	}
 	for _, call := range []string{
 		"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self", // exec tool sandbox
-		"prctl",                            // PR_SET_NO_NEW_PRIVS before landlock_restrict_self
+		"prctl",                            // PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP for each command
+		"close_range",                      // no inherited descriptor reaches a command
 		"ioctl", "openat", "read", "write", // I2C/SPI/GPIO through /dev
 		"execve", "clone", "clone3", "wait4", // running commands
 		"socket", "connect", "bind", "sendmsg", // network, netlink, D-Bus, sd_notify

@@ -16,6 +16,7 @@ import (
 
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/gateway"
+	"github.com/perchhq/perch/appliance/gateway/attempts"
 )
 
 // SetupRequest is the body of POST /setup.
@@ -52,19 +53,32 @@ type Setup interface {
 // ErrBadSetup marks setup input the user must correct.
 var ErrBadSetup = errors.New("setup")
 
-// Wrong setup codes allowed per window, across all clients: one budget for
-// the whole LAN, so neither many addresses nor many connections buy more
-// guesses at an 8-digit code.
+// Wrong setup codes allowed. Per client (an IPv4 address or IPv6 /64):
+// five at once, then one per 12 s, so a stranger guessing, or a script
+// stuck on a wrong code, locks out only itself. For all clients together:
+// 30 at once, then one per 2 s, so that guessing one of 10^8 codes takes
+// years however many addresses are used; a single client cannot spend that
+// budget, so locking the owner out takes many addresses at once.
 const (
-	maxWrongCodes = 5
-	wrongWindow   = time.Minute
+	wrongCodesBurst    = 5
+	wrongCodeEvery     = 12 * time.Second
+	allWrongCodesBurst = 30
+	allWrongCodeEvery  = 2 * time.Second
 )
 
-// gate holds the one-time setup code and the wrong-code budget.
+// gate holds the one-time setup code and the wrong-code budgets.
 type gate struct {
-	code  string // "" when none is active
-	wrong []time.Time
-	now   func() time.Time
+	code      string // "" when none is active
+	where     string // where the code is printed, for messages
+	perClient *attempts.Limiter
+	all       *attempts.Limiter // one bucket, for the zero Client
+}
+
+func newGate(now func() time.Time) gate {
+	return gate{
+		perClient: attempts.NewLimiter(attempts.Options{Burst: wrongCodesBurst, Every: wrongCodeEvery, Now: now}),
+		all:       attempts.NewLimiter(attempts.Options{Burst: allWrongCodesBurst, Every: allWrongCodeEvery, Now: now}),
+	}
 }
 
 // issue makes a new 8-digit code, shown as 1234-5678.
@@ -88,46 +102,76 @@ func normalizeCode(s string) string {
 	}, s)
 }
 
-// check answers 0 when given is the active code, else the status and the
-// message to send, and how long to wait when the budget is spent.
-func (g *gate) check(given string) (status int, msg string, wait time.Duration) {
-	now := g.now()
-	cut := 0
-	for cut < len(g.wrong) && now.Sub(g.wrong[cut]) >= wrongWindow {
-		cut++
+// verdict is the outcome of a code check: status 0 lets the setup go on.
+type verdict struct {
+	status int
+	msg    string
+	wait   time.Duration // > 0: a budget is spent
+	wrong  bool          // a wrong code was given (and counted)
+}
+
+// check judges the code client c gives.
+func (g *gate) check(given string, c attempts.Client) verdict {
+	if wait := g.perClient.Wait(c); wait > 0 {
+		return verdict{http.StatusTooManyRequests, fmt.Sprintf("too many wrong setup codes from your address; wait %d seconds and try again", seconds(wait)), wait, false}
 	}
-	g.wrong = g.wrong[cut:]
-	if len(g.wrong) >= maxWrongCodes {
-		wait = g.wrong[0].Add(wrongWindow).Sub(now)
-		return http.StatusTooManyRequests, fmt.Sprintf("too many wrong setup codes; wait %d seconds and try again", int(wait.Seconds()+0.999)), wait
+	if wait := g.all.Wait(attempts.Client{}); wait > 0 {
+		return verdict{http.StatusTooManyRequests, fmt.Sprintf("too many wrong setup codes from many addresses; wait %d seconds and try again "+
+			"(if this goes on, someone on the network is guessing: restart the gateway for a new code)", seconds(wait)), wait, false}
 	}
 	if g.code == "" {
-		return http.StatusForbidden, "no setup code is active; restart the gateway (it prints a new code in its log)", 0
+		return verdict{status: http.StatusForbidden, msg: "no setup code is active; restart the gateway (it prints a new code " + g.where + ")"}
 	}
 	given = normalizeCode(given)
 	if given == "" {
-		return http.StatusForbidden, "the setup code is missing: the gateway printed it in its log when it started (journalctl -u perch | grep setup_code); enter it in the form", 0
+		return verdict{status: http.StatusForbidden, msg: "the setup code is missing: the gateway printed it " + g.where + " when it started; enter it in the form"}
 	}
 	if subtle.ConstantTimeCompare([]byte(given), []byte(normalizeCode(g.code))) != 1 {
-		g.wrong = append(g.wrong, now)
-		left := maxWrongCodes - len(g.wrong)
-		return http.StatusForbidden, fmt.Sprintf("wrong setup code: use the code in the gateway's log from its latest start (journalctl -u perch | grep setup_code); %d more tries this minute", left), 0
+		left := g.perClient.Fail(c)
+		g.all.Fail(attempts.Client{})
+		return verdict{status: http.StatusForbidden, wrong: true, msg: fmt.Sprintf("wrong setup code: use the code the gateway printed %s at its latest start; "+
+			"%d more tries now, then one per %d seconds", g.where, left, seconds(wrongCodeEvery))}
 	}
-	return 0, "", 0
+	return verdict{}
 }
+
+func seconds(d time.Duration) int { return int(d.Seconds() + 0.999) }
 
 // setupHandler serves POST /setup.
 type setupHandler struct {
-	srv   *gateway.Server
-	setup Setup
-	log   *slog.Logger
+	srv     *gateway.Server
+	setup   Setup
+	log     *slog.Logger
+	token   func() string
+	onSetup func()
 
 	mu   sync.Mutex // one setup at a time; guards gate
 	gate gate
+
+	// Wrong codes and refusals, logged in aggregate by client.
+	wrong, refused *attempts.Tally
 }
 
 func newSetupHandler(s *gateway.Server, d Deps) *setupHandler {
-	return &setupHandler{srv: s, setup: d.Setup, log: d.Log, gate: gate{now: time.Now}}
+	log := d.Log
+	g := newGate(time.Now)
+	g.where = d.CodeWhere
+	return &setupHandler{srv: s, setup: d.Setup, log: log, gate: g, token: d.Token, onSetup: d.OnSetup,
+		wrong: attempts.NewTally(attempts.TallyOptions{
+			First: func(c attempts.Client) {
+				log.Warn("setup: wrong setup code; later ones are summed up each minute", "client", c.String())
+			},
+			Report: func(s attempts.Summary) { log.Warn("setup: wrong setup codes", s.LogAttrs()...) },
+		}),
+		refused: attempts.NewTally(attempts.TallyOptions{
+			First: func(c attempts.Client) {
+				log.Warn("setup: too many wrong setup codes; refusing the client's codes for a while", "client", c.String())
+			},
+			Report: func(s attempts.Summary) {
+				log.Warn("setup: setup codes refused after too many wrong ones", s.LogAttrs()...)
+			},
+		}),
+	}
 }
 
 // serve applies a setup. While no provider is configured the setup code is
@@ -143,14 +187,16 @@ func (h *setupHandler) serve(w http.ResponseWriter, r *http.Request) {
 	defer h.mu.Unlock()
 	byCode := !h.setup.Configured()
 	if byCode {
-		if status, msg, wait := h.gate.check(req.Code); status != 0 {
-			if wait > 0 {
-				w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
+		c := attempts.ClientOf(r.RemoteAddr)
+		if v := h.gate.check(req.Code, c); v.status != 0 {
+			switch {
+			case v.wait > 0:
+				w.Header().Set("Retry-After", strconv.Itoa(seconds(v.wait)))
+				h.refused.Add(c)
+			case v.wrong:
+				h.wrong.Add(c)
 			}
-			if status == http.StatusTooManyRequests {
-				h.log.Warn("setup: too many wrong setup codes; refusing for a while", "remote", r.RemoteAddr)
-			}
-			gateway.WriteError(w, status, msg)
+			gateway.WriteError(w, v.status, v.msg)
 			return
 		}
 	} else if !h.srv.Authorize(w, r) {
@@ -166,9 +212,49 @@ func (h *setupHandler) serve(w http.ResponseWriter, r *http.Request) {
 		gateway.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	body := map[string]string{"status": "ok", "provider": res.Provider, "model": res.Model, "config": res.Config}
 	if byCode {
 		h.gate.code = "" // one time
+		// The code proved the owner reads the console or the journal,
+		// where `perch onboard` shows the token too: hand it over so the
+		// page does not ask for it next.
+		if h.token != nil && h.token() != "" {
+			body["token"] = h.token()
+		}
 	}
 	h.log.Info("provider configured from the web page", "provider", res.Provider, "model", res.Model, "config", res.Config)
-	gateway.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "provider": res.Provider, "model": res.Model, "config": res.Config})
+	if h.onSetup != nil {
+		h.onSetup()
+	}
+	gateway.WriteJSON(w, http.StatusOK, body)
+}
+
+// SetupInfo is GET /setup: whether the page must ask for the setup code,
+// and where the owner finds it (never the code).
+type SetupInfo struct {
+	NeedsCode bool   `json:"needs_code"`
+	CodeWhere string `json:"code_where"`
+}
+
+func (h *setupHandler) info(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	needs := h.gate.code != "" && !h.setup.Configured()
+	h.mu.Unlock()
+	gateway.WriteJSON(w, http.StatusOK, SetupInfo{NeedsCode: needs, CodeWhere: h.gate.where})
+}
+
+// CodeWhere says where the setup code is printed, from how the gateway
+// was started (lookup reads the environment): under systemd (which sets
+// INVOCATION_ID and JOURNAL_STREAM) its log is the journal; under make
+// (MAKELEVEL), the terminal of `make run`; otherwise the terminal where
+// `perch gateway` runs.
+func CodeWhere(lookup func(string) (string, bool)) string {
+	has := func(k string) bool { v, ok := lookup(k); return ok && v != "" }
+	switch {
+	case has("INVOCATION_ID") || has("JOURNAL_STREAM"):
+		return "in the journal (journalctl -u perch | grep setup_code)"
+	case has("MAKELEVEL"):
+		return `in the terminal where "make run" runs`
+	}
+	return `in the terminal where "perch gateway" runs`
 }

@@ -34,27 +34,56 @@ type Deps struct {
 	Setup Setup
 	// Log receives the setup code and setup events; nil means slog.Default.
 	Log *slog.Logger
+	// Token, when set, returns gateway.api_token: a setup proved by the
+	// code hands it to the page, so the owner is not asked for a second
+	// secret a moment later.
+	Token func() string
+	// CodeWhere says where the setup code is printed (see CodeWhere);
+	// empty means the gateway's log.
+	CodeWhere string
+	// OnSetup, when set, is called after a setup succeeded.
+	OnSetup func()
 }
 
-// Register adds GET /, GET /static/:name and POST /setup to s. When no
+// Page is the registered page.
+type Page struct{ setup *setupHandler }
+
+// SetupCode is the one-time setup code while one is active, else "".
+func (p *Page) SetupCode() string {
+	if p == nil || p.setup == nil {
+		return ""
+	}
+	p.setup.mu.Lock()
+	defer p.setup.mu.Unlock()
+	return p.setup.gate.code
+}
+
+// Register adds GET /, GET /static/:name, GET and POST /setup to s. When no
 // provider is configured it issues the one-time setup code and logs it (at
 // Info, so it reaches the console and the journal).
-func Register(s *gateway.Server, d Deps) {
+func Register(s *gateway.Server, d Deps) *Page {
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.CodeWhere == "" {
+		d.CodeWhere = "in the gateway's log"
 	}
 	p := site()
 	s.Handle(http.MethodGet, "/", gateway.Open, p.serveIndex)
 	s.HandleParams(http.MethodGet, "/static/:name", gateway.Open, p.serveAsset)
+	page := &Page{}
 	if d.Setup != nil {
 		h := newSetupHandler(s, d)
+		page.setup = h
 		if !d.Setup.Configured() {
 			h.gate.issue()
 			d.Log.Info("first-run setup: no provider is configured; open the web page and enter this setup code",
 				"setup_code", h.gate.code)
 		}
+		s.Handle(http.MethodGet, "/setup", gateway.Open, h.info)
 		s.Handle(http.MethodPost, "/setup", gateway.Open, h.serve)
 	}
+	return page
 }
 
 // asset is one embedded file as served.

@@ -39,7 +39,7 @@ func newFixture(t *testing.T, mutate func(*agent.Options)) *fixture {
 	cfg.Providers.OpenRouter.APIBase = fake.Base()
 	cfg.Providers.OpenRouter.MaxRetries = 0
 	cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
-	cl, err := provider.New(context.Background(), cfg, nil)
+	cl, err := provider.FromConfig(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestUserMessageStoredBeforeProviderCall(t *testing.T) {
 
 func TestCommandsAnswerWithoutModel(t *testing.T) {
 	f := newFixture(t, nil)
-	f.loop.RegisterCommand(agent.Command{Name: "/ping", Help: "pong", Run: func(_ context.Context, _ bus.Inbound, args string) (string, error) {
+	f.loop.RegisterChatCommand(agent.ChatCommand{Name: "/ping", Help: "pong", Run: func(_ context.Context, _ bus.Inbound, args string) (string, error) {
 		return "pong " + args, nil
 	}})
 	for text, want := range map[string]string{
@@ -132,7 +132,7 @@ func TestCommandsAnswerWithoutModel(t *testing.T) {
 		"/PING":          "pong ",
 	} {
 		rep, err := f.loop.Process(context.Background(), in("c", text))
-		if err != nil || rep.Text != want || !rep.Command {
+		if err != nil || rep.Text != want || !rep.ChatCommand {
 			t.Errorf("%q: %+v %v", text, rep, err)
 		}
 	}
@@ -144,7 +144,7 @@ func TestCommandsAnswerWithoutModel(t *testing.T) {
 		t.Fatal("a command reached the model")
 	}
 	rep, _ = f.loop.Process(context.Background(), in("c", "/etc/hosts please"))
-	if rep.Command || rep.Text != "echo: /etc/hosts please" {
+	if rep.ChatCommand || rep.Text != "echo: /etc/hosts please" {
 		t.Errorf("path treated as command: %+v", rep)
 	}
 	f.loop.Process(context.Background(), in("c", "/new"))
@@ -195,7 +195,9 @@ func TestSessionTurnsAreSerialised(t *testing.T) {
 			f.loop.Process(context.Background(), in("same", fmt.Sprint(i)))
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Both turns admitted: one at the provider, the other waiting for the
+	// session. Only then may the first finish.
+	waitStats(t, f.loop, func(s agent.Stats) bool { return s.Running+s.QueueDepth == 2 })
 	close(release)
 	wg.Wait()
 	if maxInFlight != 1 {
@@ -227,7 +229,7 @@ func TestBusyAndTimeout(t *testing.T) {
 			errs <- err
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitStats(t, f.loop, func(s agent.Stats) bool { return s.Running == 1 && s.QueueDepth == 1 })
 	// Two admitted (one running, one waiting): the third is refused at once.
 	start := time.Now()
 	_, err := f.loop.Process(context.Background(), in("b3", "x"))
@@ -362,7 +364,9 @@ func TestSkillsInPrompt(t *testing.T) {
 // provider; the turn ends with ErrStopped.
 func TestStopCancelsTurnsInFlight(t *testing.T) {
 	f := newFixture(t, nil)
+	atProvider := make(chan struct{}, 1)
 	f.fake.Default = func(providertest.ChatRequest) providertest.Reply {
+		atProvider <- struct{}{}
 		time.Sleep(3 * time.Second)
 		return providertest.Reply{Content: "late"}
 	}
@@ -371,10 +375,22 @@ func TestStopCancelsTurnsInFlight(t *testing.T) {
 		_, err := f.loop.Process(context.Background(), in("slow", "x"))
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	<-atProvider
 	start := time.Now()
 	f.loop.Stop(context.Background())
 	if err := <-errc; !errors.Is(err, agent.ErrStopped) || time.Since(start) > time.Second {
 		t.Fatalf("err %v after %v", err, time.Since(start))
+	}
+}
+
+// waitStats waits until the loop's figures satisfy cond: the turns a test
+// started have reached the state it needs, however slow the machine.
+func waitStats(t *testing.T, l *agent.Loop, cond func(agent.Stats) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(l.Stats()); {
+		if time.Now().After(deadline) {
+			t.Fatalf("loop never reached the expected state: %+v", l.Stats())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -11,15 +11,15 @@ import (
 	"github.com/perchhq/perch/appliance/version"
 )
 
-// Command is an offline chat command: answered without the model.
-type Command struct {
+// ChatCommand is an offline chat command: answered without the model.
+type ChatCommand struct {
 	Name string // with the slash: "/sensors"
 	Help string // one line for /help
 	Run  func(ctx context.Context, in bus.Inbound, args string) (string, error)
 }
 
-// RegisterCommand adds or replaces an offline command.
-func (l *Loop) RegisterCommand(c Command) {
+// RegisterChatCommand adds or replaces an offline command.
+func (l *Loop) RegisterChatCommand(c ChatCommand) {
 	l.cmdMu.Lock()
 	defer l.cmdMu.Unlock()
 	l.commands[c.Name] = c
@@ -27,9 +27,9 @@ func (l *Loop) RegisterCommand(c Command) {
 
 // command recognises a registered command as the message's first word
 // ("/help", "/help@perch_bot"); anything else goes to the model.
-func (l *Loop) command(text string) (Command, string, bool) {
+func (l *Loop) command(text string) (ChatCommand, string, bool) {
 	if !strings.HasPrefix(text, "/") {
-		return Command{}, "", false
+		return ChatCommand{}, "", false
 	}
 	word, args, _ := strings.Cut(text, " ")
 	if i := strings.IndexByte(word, '\n'); i >= 0 {
@@ -44,11 +44,11 @@ func (l *Loop) command(text string) (Command, string, bool) {
 	return c, strings.TrimSpace(args), ok
 }
 
-// Commands lists the registered commands, sorted.
-func (l *Loop) Commands() []Command {
+// ChatCommands lists the registered chat commands, sorted.
+func (l *Loop) ChatCommands() []ChatCommand {
 	l.cmdMu.RLock()
 	defer l.cmdMu.RUnlock()
-	out := make([]Command, 0, len(l.commands))
+	out := make([]ChatCommand, 0, len(l.commands))
 	for _, c := range l.commands {
 		out = append(out, c)
 	}
@@ -57,16 +57,16 @@ func (l *Loop) Commands() []Command {
 }
 
 func (l *Loop) registerBuiltins() {
-	l.RegisterCommand(Command{Name: "/help", Help: "list these commands", Run: func(context.Context, bus.Inbound, string) (string, error) {
+	l.RegisterChatCommand(ChatCommand{Name: "/help", Help: "list these commands", Run: func(context.Context, bus.Inbound, string) (string, error) {
 		var sb strings.Builder
 		sb.WriteString("Commands (answered without the model):\n")
-		for _, c := range l.Commands() {
+		for _, c := range l.ChatCommands() {
 			fmt.Fprintf(&sb, "%s — %s\n", c.Name, c.Help)
 		}
 		sb.WriteString("Anything else goes to the agent.")
 		return sb.String(), nil
 	}})
-	l.RegisterCommand(Command{Name: "/new", Help: "start this conversation afresh (forget its history)", Run: func(_ context.Context, in bus.Inbound, _ string) (string, error) {
+	l.RegisterChatCommand(ChatCommand{Name: "/new", Help: "start this conversation afresh (forget its history)", Run: func(_ context.Context, in bus.Inbound, _ string) (string, error) {
 		if l.opts.Store == nil {
 			return "Nothing to forget.", nil
 		}
@@ -75,8 +75,8 @@ func (l *Loop) registerBuiltins() {
 		}
 		return "Started a new conversation; the earlier messages of this session are forgotten.", nil
 	}})
-	l.RegisterCommand(Command{Name: "/status", Help: "provider, model, this session and token use", Run: l.statusCommand})
-	l.RegisterCommand(Command{Name: "/tools", Help: "list the tools the agent can use", Run: func(context.Context, bus.Inbound, string) (string, error) {
+	l.RegisterChatCommand(ChatCommand{Name: "/status", Help: "provider, model, this session and token use", Run: l.statusCommand})
+	l.RegisterChatCommand(ChatCommand{Name: "/tools", Help: "list the tools the agent can use", Run: func(context.Context, bus.Inbound, string) (string, error) {
 		sums := l.opts.Tools.Summaries()
 		if len(sums) == 0 {
 			return "No tools are registered.", nil

@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/tools"
 	"github.com/perchhq/perch/store"
@@ -41,15 +43,19 @@ type Options struct {
 	TurnTimeout        time.Duration
 	HistoryLimit       int
 	MaxSubagents       int
+	// UserCommitGrace is how long a provider call may run before the user's
+	// message is committed on its own (see userCommit); 0 means the default,
+	// negative commits at once.
+	UserCommitGrace time.Duration
 }
 
 // Reply is a turn's outcome.
 type Reply struct {
 	Text string
-	UI   []tools.UICommand
-	// Command is set when an offline command answered.
-	Command bool
-	Usage   provider.Usage
+	UI   []api.UICommand
+	// ChatCommand is set when a chat command answered, not the model.
+	ChatCommand bool
+	Usage       chat.Usage
 }
 
 // Loop runs turns.
@@ -69,14 +75,14 @@ type Loop struct {
 	locks   map[string]*sessionLock
 
 	cmdMu    sync.RWMutex
-	commands map[string]Command
+	commands map[string]ChatCommand
 
 	lastMu    sync.Mutex
 	lastRoute [2]string
 	subagents *Subagents
 	started   time.Time
 	// base is cancelled by Stop: every turn's context derives from it, so
-	// shutting down cancels turns in flight (spec §1).
+	// shutting down cancels turns in flight instead of waiting for them.
 	base       context.Context
 	cancelBase context.CancelFunc
 	consumerWG sync.WaitGroup
@@ -116,6 +122,9 @@ func New(opts Options) *Loop {
 	if opts.MaxSubagents < 1 {
 		opts.MaxSubagents = 4
 	}
+	if opts.UserCommitGrace == 0 {
+		opts.UserCommitGrace = 25 * time.Millisecond
+	}
 	if opts.Tools == nil {
 		opts.Tools = tools.NewRegistry(opts.Log)
 	}
@@ -125,7 +134,7 @@ func New(opts Options) *Loop {
 		prompt:   newPromptBuilder(opts.Workspace),
 		sem:      make(chan struct{}, opts.MaxConcurrentTurns),
 		locks:    map[string]*sessionLock{},
-		commands: map[string]Command{},
+		commands: map[string]ChatCommand{},
 		started:  time.Now(),
 	}
 	l.base, l.cancelBase = context.WithCancel(context.Background())
@@ -185,24 +194,45 @@ func (l *Loop) Start(ctx context.Context) error {
 }
 
 // answer runs a bus message's turn and sends the reply back on its channel.
+// A channel message's reply always goes out with its InboxID, even when
+// empty, so the dispatcher clears the message from the durable inbox; a
+// turn cut short by shutdown publishes nothing, and the inbox runs it again
+// at the next start.
 func (l *Loop) answer(in bus.Inbound) {
 	rep, err := l.Process(l.base, in)
-	text := ""
+	out := bus.Outbound{Channel: in.Channel, ChatID: in.ChatID, ThreadID: in.ThreadID, ReplyTo: in.ReplyTo, InboxID: in.InboxID}
 	switch {
 	case err == nil:
-		text = rep.Text
+		out.Text = rep.Text
+		out.Media = replyMedia(rep.UI)
 	case errors.Is(err, ErrStopped), errors.Is(err, context.Canceled):
 		return
 	default:
 		l.log.Warn("turn failed", "session", in.Key(), "channel", in.Channel, "err", err)
-		text = "Sorry, I could not answer: " + err.Error()
+		out.Text = "Sorry, I could not answer: " + err.Error()
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(out.Text) == "" && len(out.Media) == 0 && out.InboxID == 0 {
 		return
 	}
-	if err := l.opts.Bus.PublishOutbound(bus.Outbound{Channel: in.Channel, ChatID: in.ChatID, Text: text, ReplyTo: in.ReplyTo}); err != nil {
+	if err := l.opts.Bus.PublishOutbound(out); err != nil {
 		l.log.Warn("reply dropped", "channel", in.Channel, "err", err)
 	}
+}
+
+// replyMedia picks the images a turn showed on the canvas (generate_image,
+// image nodes), so chat platforms send them as photos.
+func replyMedia(ui []api.UICommand) []bus.Media {
+	var out []bus.Media
+	for _, c := range ui {
+		if c.Command != "canvas" || c.Type != "image" || (c.Action != "create_node" && c.Action != "update_node") {
+			continue
+		}
+		u := strings.TrimSpace(c.Content)
+		if strings.HasPrefix(u, "data:image/") || strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+			out = append(out, bus.Media{Kind: "image", URL: u, Name: c.Title})
+		}
+	}
+	return out
 }
 
 // Stop cancels running turns and subagents and waits for them.
@@ -318,7 +348,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Reply{Text: out, Command: true}, nil
+		return &Reply{Text: out, ChatCommand: true}, nil
 	}
 	p, perr := l.Provider()
 	if p == nil {

@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/perchhq/perch/appliance/bus"
-	"github.com/perchhq/perch/appliance/provider"
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/tools"
-	"github.com/perchhq/perch/store"
 )
 
 // Subagent states.
@@ -30,6 +29,11 @@ type SubagentInfo struct {
 	Status  string    `json:"status"`
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
+
+	// restrictedBy is the channel of the restricted sender who asked for
+	// the task ("" when unrestricted): a subagent gets no more tools than
+	// its requester.
+	restrictedBy string
 }
 
 // keepFinished bounds the finished tasks remembered for listing.
@@ -58,6 +62,7 @@ func (s *Subagents) Run(ctx context.Context, task, label string) (string, error)
 	if err != nil {
 		return "", err
 	}
+	info.restrictedBy = restrictedBy(tools.CallFrom(ctx))
 	out, err := s.execute(ctx, info)
 	s.finish(info, err)
 	return out, err
@@ -72,6 +77,7 @@ func (s *Subagents) Spawn(ctx context.Context, task, label string) (string, erro
 		return "", err
 	}
 	parent := tools.CallFrom(ctx)
+	info.restrictedBy = restrictedBy(parent)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -107,8 +113,8 @@ func (s *Subagents) record(key, text string) {
 		return
 	}
 	defer unlock()
-	msg := store.Message{Role: "assistant", Content: text, Time: time.Now().UnixMilli()}
-	if err := s.l.opts.Store.Append(key, []store.Message{msg}, store.Usage{}, s.l.opts.HistoryLimit); err != nil {
+	msg := chat.Message{Role: "assistant", Content: text, Time: time.Now().UnixMilli()}
+	if err := s.l.opts.Store.Append(key, []chat.Message{msg}, chat.Usage{}, s.l.opts.HistoryLimit); err != nil {
 		s.l.log.Warn("recording background result failed", "session", key, "err", err)
 	}
 }
@@ -156,11 +162,29 @@ func (s *Subagents) execute(ctx context.Context, info *SubagentInfo) (string, er
 	}
 	sess := &memSession{key: "subagent:" + info.ID}
 	in := bus.Inbound{Channel: bus.ChannelSubagent, ChatID: info.ID, SessionKey: sess.key, Text: info.Task}
+	if info.restrictedBy != "" {
+		in.RestrictTools = true
+		in.Metadata = map[string]string{metaRestrictedBy: info.restrictedBy}
+	}
 	rep, err := s.l.runTurn(ctx, p, sess, in, turnOpts{hide: map[string]bool{"subagent": true, "spawn": true}})
 	if err != nil {
 		return "", err
 	}
 	return rep.Text, nil
+}
+
+// metaRestrictedBy carries a restricted requester's channel into a
+// subagent's turn, so refusals name the setting that lifts them.
+const metaRestrictedBy = "restricted_by"
+
+func restrictedBy(c tools.Call) string {
+	if !c.Restricted {
+		return ""
+	}
+	if c.RestrictedBy != "" {
+		return c.RestrictedBy
+	}
+	return c.Channel
 }
 
 // List returns the tasks, oldest first.
@@ -181,12 +205,12 @@ func (s *Subagents) wait() { s.wg.Wait() }
 // memSession is a subagent's conversation: in memory only.
 type memSession struct {
 	key  string
-	msgs []store.Message
+	msgs []chat.Message
 }
 
-func (m *memSession) Key() string                       { return m.key }
-func (m *memSession) History() ([]store.Message, error) { return m.msgs, nil }
-func (m *memSession) Append(msgs []store.Message, _ provider.Usage) error {
+func (m *memSession) Key() string                      { return m.key }
+func (m *memSession) History() ([]chat.Message, error) { return m.msgs, nil }
+func (m *memSession) Append(msgs []chat.Message, _ chat.Usage) error {
 	m.msgs = append(m.msgs, msgs...)
 	return nil
 }

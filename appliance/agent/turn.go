@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/sashabaranov/go-openai"
-
 	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/tools"
 	"github.com/perchhq/perch/store"
@@ -18,8 +18,8 @@ import (
 // real sessions, memory for subagents.
 type session interface {
 	Key() string
-	History() ([]store.Message, error)
-	Append(msgs []store.Message, u provider.Usage) error
+	History() ([]chat.Message, error)
+	Append(msgs []chat.Message, u chat.Usage) error
 }
 
 type storeSession struct {
@@ -29,15 +29,13 @@ type storeSession struct {
 	in    bus.Inbound
 }
 
-func (s storeSession) Key() string                       { return s.key }
-func (s storeSession) History() ([]store.Message, error) { return s.db.History(s.key) }
-func (s storeSession) Append(msgs []store.Message, u provider.Usage) error {
-	if len(msgs) == 0 && u == (provider.Usage{}) {
+func (s storeSession) Key() string                      { return s.key }
+func (s storeSession) History() ([]chat.Message, error) { return s.db.History(s.key) }
+func (s storeSession) Append(msgs []chat.Message, u chat.Usage) error {
+	if len(msgs) == 0 && u.IsZero() {
 		return nil
 	}
-	return s.db.Append(s.key, msgs, store.Usage{
-		PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens), TotalTokens: int64(u.TotalTokens),
-	}, s.limit, s.in.Channel, s.in.ChatID)
+	return s.db.Append(s.key, msgs, u, s.limit, s.in.Channel, s.in.ChatID)
 }
 
 // turnOpts vary a turn between sessions and subagents.
@@ -55,21 +53,35 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	if err != nil {
 		return nil, err
 	}
-	user := store.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
-	// Durable before the provider is called: an acknowledged message is
-	// never lost, whatever happens to the call.
-	if err := sess.Append([]store.Message{user}, provider.Usage{}); err != nil {
-		return nil, err
+	user := chat.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
+	var uc *userCommit
+	if n := len(hist); in.Metadata[bus.MetaReplay] != "" && n > 0 && hist[n-1].Role == "user" && hist[n-1].Content == user.Content {
+		// The interrupted run stored this message already: ask again
+		// without a second copy in the history.
+		hist = hist[:n-1]
+		uc = committedUser()
+	} else {
+		uc = newUserCommit(sess, user, l.opts.UserCommitGrace)
 	}
+	defer uc.stop()
 
 	reg := l.opts.Tools
 	defs := reg.ProviderDefinitions()
 	defsJSON := reg.ProviderDefinitionsJSON()
+	system := l.prompt.build(reg, in, sess.Key())
+	if in.RestrictTools {
+		// A sender nobody vouched for: only tools that cannot change the
+		// board, and the model is told what is withheld and why.
+		var withheld []string
+		defs, withheld = reg.SafeDefinitions()
+		defsJSON = nil
+		system += "\n" + tools.RestrictionNote(restrictedSource(in), withheld)
+	}
 	if len(o.hide) > 0 {
 		defsJSON = nil
-		kept := make([]openai.Tool, 0, len(defs))
+		kept := make([]chat.ToolDef, 0, len(defs))
 		for _, d := range defs {
-			if !o.hide[d.Function.Name] {
+			if !o.hide[d.Name] {
 				kept = append(kept, d)
 			}
 		}
@@ -77,13 +89,16 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	}
 	// The history is sent as stored, without a copy; this turn's messages
 	// follow it.
-	req := provider.Request{System: l.prompt.build(reg, in, sess.Key()), History: hist,
-		Messages: []store.Message{user}, Tools: defs, ToolsJSON: defsJSON}
+	req := provider.Request{System: system, History: hist,
+		Messages: []chat.Message{user}, Tools: defs, ToolsJSON: defsJSON}
 
-	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in)}
+	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in), Restricted: in.RestrictTools}
+	if in.RestrictTools {
+		call.RestrictedBy = restrictedSource(in)
+	}
 	tctx := tools.WithCall(ctx, call)
 	var (
-		added []store.Message
+		added []chat.Message
 		rep   Reply
 		final string
 		done  bool
@@ -91,6 +106,13 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	for round := 0; round < l.opts.MaxToolIterations; round++ {
 		start := time.Now()
 		resp, err := p.Chat(ctx, req)
+		if err != nil || len(resp.ToolCalls) > 0 {
+			// Tools change things, and an error is an answer: either way
+			// the user's message is durable first.
+			if serr := uc.wait(); serr != nil {
+				return nil, serr
+			}
+		}
 		if err != nil {
 			l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "error",
 				"took", time.Since(start).Round(time.Microsecond), "err", err)
@@ -101,7 +123,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			}
 			return nil, err
 		}
-		rep.Usage = addUsage(rep.Usage, resp.Usage)
+		rep.Usage = rep.Usage.Add(resp.Usage)
 		l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "ok",
 			"tool_calls", len(resp.ToolCalls), "prompt_tokens", resp.Usage.PromptTokens,
 			"completion_tokens", resp.Usage.CompletionTokens, "total_tokens", resp.Usage.TotalTokens,
@@ -110,14 +132,14 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			final, done = resp.Content, true
 			break
 		}
-		am := store.Message{Role: "assistant", Content: resp.Content, Time: time.Now().UnixMilli()}
+		am := chat.Message{Role: "assistant", Content: resp.Content, Time: time.Now().UnixMilli()}
 		for i, tc := range resp.ToolCalls {
 			id := tc.ID
 			if id == "" {
 				// Some local models omit ids; the tool message must match.
 				id = fmt.Sprintf("call_%d_%d", round, i)
 			}
-			am.ToolCalls = append(am.ToolCalls, store.ToolCall{ID: id, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			am.ToolCalls = append(am.ToolCalls, chat.ToolCall{ID: id, Name: tc.Name, Arguments: tc.Arguments})
 		}
 		added = append(added, am)
 		req.Messages = append(req.Messages, am)
@@ -131,7 +153,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			if res.Kind == tools.KindUser && res.ForUser != "" {
 				l.notify(in, res.ForUser)
 			}
-			tm := store.Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Name, Content: content, Time: time.Now().UnixMilli()}
+			tm := chat.Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Name, Content: content, Time: time.Now().UnixMilli()}
 			added = append(added, tm)
 			req.Messages = append(req.Messages, tm)
 		}
@@ -140,21 +162,20 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		final = fmt.Sprintf("I stopped after %d rounds of tool calls (agents.defaults.max_tool_iterations) without finishing; say \"continue\" and I will pick up from here.", l.opts.MaxToolIterations)
 	}
 	if strings.TrimSpace(final) != "" {
-		added = append(added, store.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})
+		added = append(added, chat.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})
+	}
+	if uc.fold() {
+		// The model answered before the user's message was committed:
+		// one commit holds the whole exchange.
+		added = append([]chat.Message{user}, added...)
+	} else if err := uc.wait(); err != nil {
+		return nil, err
 	}
 	if err := sess.Append(added, rep.Usage); err != nil {
 		return nil, err
 	}
 	rep.Text = final
 	return &rep, nil
-}
-
-func addUsage(a, b provider.Usage) provider.Usage {
-	return provider.Usage{
-		PromptTokens:     a.PromptTokens + b.PromptTokens,
-		CompletionTokens: a.CompletionTokens + b.CompletionTokens,
-		TotalTokens:      a.TotalTokens + b.TotalTokens,
-	}
 }
 
 // notify sends text to the turn's chat now (tools' user results, async
@@ -195,4 +216,89 @@ func userText(in bus.Inbound) string {
 		text += note
 	}
 	return text
+}
+
+// userCommit commits a turn's user message exactly once, at the latest
+// moment durability allows. The provider call changes nothing, so the
+// message need only be durable before a tool runs and before the reply
+// leaves: it is committed when the call outlasts a short grace (a real
+// model takes seconds, and the message should be safe meanwhile), before
+// the first tool, or, when the model answers within the grace, in the same
+// commit as the answer. Against a fast provider that is one synced write
+// per turn instead of two. A message whose commit failed is never answered.
+type userCommit struct {
+	sess  session
+	msg   chat.Message
+	timer *time.Timer
+
+	mu      sync.Mutex
+	started bool
+	done    chan error
+	waited  bool
+	err     error
+}
+
+func newUserCommit(sess session, msg chat.Message, grace time.Duration) *userCommit {
+	u := &userCommit{sess: sess, msg: msg, done: make(chan error, 1)}
+	if grace <= 0 {
+		u.start()
+	} else {
+		u.timer = time.AfterFunc(grace, u.start)
+	}
+	return u
+}
+
+func (u *userCommit) start() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.started {
+		return
+	}
+	u.started = true
+	go func() { u.done <- u.sess.Append([]chat.Message{u.msg}, chat.Usage{}) }()
+}
+
+// committedUser stands for a message an earlier run stored already.
+func committedUser() *userCommit {
+	return &userCommit{started: true, waited: true, done: make(chan error, 1)}
+}
+
+// wait commits the message now if that has not begun, and returns the
+// commit's result.
+func (u *userCommit) wait() error {
+	u.start()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.waited {
+		u.err, u.waited = <-u.done, true
+	}
+	return u.err
+}
+
+// fold reports whether the commit never began; the caller then commits
+// the message with the rest of the exchange.
+func (u *userCommit) fold() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.started {
+		return false
+	}
+	u.started, u.waited = true, true
+	u.stop()
+	return true
+}
+
+// stop cancels the grace timer (a turn that ended otherwise).
+func (u *userCommit) stop() {
+	if u.timer != nil {
+		u.timer.Stop()
+	}
+}
+
+// restrictedSource is the channel whose settings restrict in's tools.
+func restrictedSource(in bus.Inbound) string {
+	if v := in.Metadata[metaRestrictedBy]; v != "" {
+		return v
+	}
+	return in.Channel
 }

@@ -35,7 +35,36 @@ type Gateway struct {
 // It sets PERCH_HOME, so the test must not run in parallel.
 func Start(tb testing.TB, file map[string]any, adjust func(*config.Config)) *Gateway {
 	tb.Helper()
-	home := tb.TempDir()
+	return StartWith(tb, file, Options{Adjust: adjust})
+}
+
+// StartAt is Start in the config dir home, which may hold a database
+// already (a restart).
+func StartAt(tb testing.TB, home string, file map[string]any, adjust func(*config.Config)) *Gateway {
+	tb.Helper()
+	return StartWith(tb, file, Options{Adjust: adjust, Home: home})
+}
+
+// Options tune StartWith.
+type Options struct {
+	// Adjust changes the loaded config.
+	Adjust func(*config.Config)
+	// Prepare runs after the core is built and before the gateway is:
+	// the place to set the System's replacements of what lies outside the
+	// machine (USBListen, USBSysRoot).
+	Prepare func(*appliance.System)
+	// Home is the config dir; empty means a new temporary one.
+	Home string
+}
+
+// StartWith is Start with more options.
+func StartWith(tb testing.TB, file map[string]any, o Options) *Gateway {
+	tb.Helper()
+	adjust := o.Adjust
+	home := o.Home
+	if home == "" {
+		home = tb.TempDir()
+	}
 	tb.Setenv("PERCH_HOME", home)
 	g := &Gateway{ConfigPath: filepath.Join(home, "config.json"), Log: &LogBuffer{}}
 	if file != nil {
@@ -57,6 +86,9 @@ func Start(tb testing.TB, file map[string]any, adjust func(*config.Config)) *Gat
 	sys, err := appliance.NewCore(context.Background(), cfg, slog.New(slog.NewTextHandler(g.Log, nil)))
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if o.Prepare != nil {
+		o.Prepare(sys)
 	}
 	if err := sys.BuildGateway(); err != nil {
 		sys.Close()

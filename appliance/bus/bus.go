@@ -13,7 +13,7 @@ import (
 )
 
 // Internal channels never reach an external platform; their messages are
-// logged only (spec §6 rule 1).
+// logged only: they have no platform to deliver to.
 const (
 	ChannelCLI      = "cli"
 	ChannelSystem   = "system"
@@ -29,10 +29,13 @@ func IsInternal(channel string) bool {
 	return false
 }
 
-// Media is a file attached to an inbound message, already saved locally.
+// Media is a file attached to a message: for inbound messages already saved
+// locally (Path); for outbound ones a local file (Path) or a data: or
+// https: URL (URL), such as an image generate_image made.
 type Media struct {
-	Kind string `json:"kind"` // image, audio, video, file, sticker
+	Kind string `json:"kind"` // image, audio, video, file, sticker, voice
 	Path string `json:"path,omitempty"`
+	URL  string `json:"url,omitempty"`
 	Name string `json:"name,omitempty"`
 	MIME string `json:"mime,omitempty"`
 }
@@ -45,10 +48,28 @@ type Inbound struct {
 	SessionKey string // "<channel>:<chat>" unless the source chose one
 	Text       string
 	Media      []Media
+	// ThreadID names the thread (Slack) or forum topic (Telegram) the
+	// message came from, so the answer goes back there.
+	ThreadID string
 	// ReplyTo identifies the platform message to quote in the answer.
 	ReplyTo  string
 	Metadata map[string]string
+	// InboxID is the durable inbox entry of a channel message (0 for other
+	// sources). The agent copies it onto the reply, and the dispatcher
+	// clears the entry once the reply was sent: a message is never lost
+	// nor answered twice across a restart.
+	InboxID uint64
+	// RestrictTools asks for a turn with only the tools that cannot change
+	// the board (no exec, file writes, hardware writes or cron commands):
+	// sources set it for senders they cannot vouch for, such as any client
+	// of an MQTT broker unless mqtt.allow_all_tools is true.
+	RestrictTools bool
 }
+
+// MetaReplay marks (in Inbound.Metadata) a channel message whose turn was
+// interrupted by a shutdown and runs again: its text may be in the
+// session's history already.
+const MetaReplay = "replay"
 
 // Key returns the message's session key, deriving "<channel>:<chat>" when the
 // source gave none.
@@ -61,11 +82,16 @@ func (m Inbound) Key() string {
 
 // Outbound is a message for a channel.
 type Outbound struct {
-	Channel string
-	ChatID  string
-	Text    string
-	ReplyTo string
-	Media   []Media
+	Channel  string
+	ChatID   string
+	ThreadID string
+	Text     string
+	ReplyTo  string
+	Media    []Media
+	// InboxID is the inbox entry this message answers (0 for notices,
+	// deliveries and tool messages). A reply with an InboxID and no text
+	// or media only clears the entry.
+	InboxID uint64
 }
 
 // ErrFull is returned when a queue has no room; the caller decides whether to

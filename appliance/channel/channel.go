@@ -6,7 +6,8 @@
 // Manager starts the enabled ones, and its dispatcher takes each outbound
 // message from the bus and hands it to the channel it names. Messages for
 // the internal channels (cli, system, subagent) are only logged; messages for
-// a channel that is not registered are dropped with a warning (spec §6).
+// a channel that is not registered are dropped with a warning, since nothing
+// could deliver them.
 //
 // A channel of one account must run in one gateway only: platforms deliver
 // each update once, to whichever connection holds it.
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -50,9 +52,27 @@ type Manager struct {
 	// stopped: Stop must not stop a channel twice or one that never ran.
 	started []Channel
 
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
+	// hub, when set, makes replies durable (see Hub); the dispatcher
+	// reports each send to it.
+	hub *Hub
+	// queues feed one sender goroutine per channel, so a platform that
+	// makes us wait (a 429, a slow network) delays only its own chats.
+	queues map[string]chan bus.Outbound
+
+	wg          sync.WaitGroup // the dispatcher
+	sendersWG   sync.WaitGroup
+	cancel      context.CancelFunc
+	cancelSends context.CancelFunc
 }
+
+// queueSize bounds the replies waiting for one channel's sender; beyond it
+// a reply is dropped from memory (its message stays in the inbox and is
+// answered again at the next start).
+const queueSize = 256
+
+// SendTimeout bounds one outbound message's delivery, rate-limit waits and
+// retries included.
+const SendTimeout = 3 * time.Minute
 
 // NewManager returns a manager dispatching from b.
 func NewManager(b *bus.Bus, log *slog.Logger) *Manager {
@@ -60,6 +80,39 @@ func NewManager(b *bus.Bus, log *slog.Logger) *Manager {
 		log = slog.Default()
 	}
 	return &Manager{bus: b, log: log, channels: map[string]Channel{}, unavailable: map[string]string{}}
+}
+
+// UseHub makes m report every send to h and start and stop h with the
+// channels. Call it before Start.
+func (m *Manager) UseHub(h *Hub) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hub = h
+}
+
+// Hub returns the hub set with UseHub (nil when none).
+func (m *Manager) Hub() *Hub {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.hub
+}
+
+// Status returns the state of every channel that has an Intake, by name,
+// plus the channels this build or config could not run.
+func (m *Manager) Status() map[string]Status {
+	m.mu.RLock()
+	hub := m.hub
+	out := map[string]Status{}
+	for n, why := range m.unavailable {
+		out[n] = Status{LastError: why}
+	}
+	m.mu.RUnlock()
+	if hub != nil {
+		for n, st := range hub.Status() {
+			out[n] = st
+		}
+	}
+	return out
 }
 
 // Register adds a channel to start.
@@ -128,13 +181,25 @@ func (m *Manager) Start(ctx context.Context) error {
 		started = append(started, c)
 		m.log.Info("channel started", "channel", n)
 	}
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.mu.Lock()
 	m.started = started
+	m.cancel, m.cancelSends = cancel, scancel
+	m.queues = map[string]chan bus.Outbound{}
+	for _, c := range started {
+		q := make(chan bus.Outbound, queueSize)
+		m.queues[c.Name()] = q
+		m.sendersWG.Add(1)
+		go m.sender(sctx, q)
+	}
+	hub := m.hub
 	m.mu.Unlock()
-	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.cancel = cancel
 	m.wg.Add(1)
 	go m.dispatch(dctx)
+	if hub != nil {
+		hub.Start(sctx, m.sendNow)
+	}
 	return nil
 }
 
@@ -148,36 +213,109 @@ func (m *Manager) dispatch(ctx context.Context) {
 			if !ok {
 				return
 			}
-			m.deliver(ctx, out)
+			m.deliver(out)
 		}
 	}
 }
 
-func (m *Manager) deliver(ctx context.Context, out bus.Outbound) {
+// deliver routes out to its channel's sender.
+func (m *Manager) deliver(out bus.Outbound) {
 	if bus.IsInternal(out.Channel) {
 		m.log.Info("message on internal channel", "channel", out.Channel, "chat", out.ChatID, "text", clip(out.Text, 200))
 		return
 	}
 	m.mu.RLock()
-	c, ok := m.channels[out.Channel]
+	q, ok := m.queues[out.Channel]
+	hub := m.hub
 	m.mu.RUnlock()
 	if !ok {
 		m.log.Warn("message for an unknown channel dropped", "channel", out.Channel, "chat", out.ChatID)
 		return
 	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := c.Send(sctx, out); err != nil {
-		m.log.Warn("sending failed", "channel", out.Channel, "chat", out.ChatID, "err", err)
+	if out.InboxID != 0 && strings.TrimSpace(out.Text) == "" && len(out.Media) == 0 {
+		// An empty reply only clears its message from the inbox.
+		if hub != nil {
+			hub.Settle(out, nil)
+		}
+		return
+	}
+	select {
+	case q <- out:
+	default:
+		m.log.Warn("too many replies wait for this channel; one is dropped (its message is answered again after a restart)", "channel", out.Channel, "chat", out.ChatID)
 	}
 }
 
-// Stop stops the dispatcher, then every channel.
+// sender sends one channel's messages in order until its queue closes.
+func (m *Manager) sender(ctx context.Context, q chan bus.Outbound) {
+	defer m.sendersWG.Done()
+	for out := range q {
+		err := m.sendNow(ctx, out)
+		if hub := m.Hub(); hub != nil && ctx.Err() == nil {
+			hub.Settle(out, err)
+		}
+	}
+}
+
+// sendNow sends out on its channel within SendTimeout.
+func (m *Manager) sendNow(ctx context.Context, out bus.Outbound) error {
+	m.mu.RLock()
+	c, ok := m.channels[out.Channel]
+	m.mu.RUnlock()
+	if !ok {
+		return Fail(Permanent, fmt.Errorf("channel %s is not running", out.Channel))
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	sctx, cancel := context.WithTimeout(ctx, SendTimeout)
+	defer cancel()
+	err := c.Send(sctx, out)
+	if err != nil {
+		m.log.Warn("sending failed", "channel", out.Channel, "chat", out.ChatID, "err", err)
+	}
+	return err
+}
+
+// Stop stops the dispatcher, sends the replies already queued (until ctx
+// ends: what is left stays in the inbox for the next start), then stops
+// every channel.
 func (m *Manager) Stop(ctx context.Context) error {
 	if m.cancel != nil {
 		m.cancel()
 	}
 	m.wg.Wait()
+	m.mu.Lock()
+	queues := m.queues
+	m.mu.Unlock()
+	if queues != nil {
+		// Replies the agent finished before it stopped.
+	drain:
+		for {
+			select {
+			case out, ok := <-m.bus.Outbound():
+				if !ok {
+					break drain
+				}
+				m.deliver(out)
+			default:
+				break drain
+			}
+		}
+		m.mu.Lock()
+		m.queues = nil
+		m.mu.Unlock()
+		for _, q := range queues {
+			close(q)
+		}
+		stop := context.AfterFunc(ctx, m.cancelSends)
+		m.sendersWG.Wait()
+		stop()
+		m.cancelSends()
+	}
+	if hub := m.Hub(); hub != nil {
+		hub.Stop()
+	}
 	m.mu.Lock()
 	started := m.started
 	m.started = nil

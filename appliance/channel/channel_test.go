@@ -168,7 +168,7 @@ func TestDispatcherDeliversToTheNamedChannel(t *testing.T) {
 }
 
 // Messages on internal channels are logged and reach no platform; messages
-// for an unregistered channel are dropped with a warning (spec §6 rules 1-2).
+// for an unregistered channel are dropped with a warning.
 func TestDispatcherLogsInternalAndDropsUnknown(t *testing.T) {
 	m, b, logs := newManager(t, 8)
 	tg := newFake("telegram")

@@ -14,26 +14,30 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/perchhq/perch/drivers/sensor"
 )
 
 // Config is the whole configuration.
 type Config struct {
-	Agents    Agents        `json:"agents"`
-	Providers Providers     `json:"providers"`
-	Gateway   Gateway       `json:"gateway"`
-	Channels  Channels      `json:"channels"`
-	Heartbeat Heartbeat     `json:"heartbeat"`
-	Devices   Devices       `json:"devices"`
-	Tools     Tools         `json:"tools"`
-	Sensors   []sensor.Spec `json:"sensors"`
+	Agents    Agents    `json:"agents"`
+	Providers Providers `json:"providers"`
+	Gateway   Gateway   `json:"gateway"`
+	Channels  Channels  `json:"channels"`
+	Heartbeat Heartbeat `json:"heartbeat"`
+	Devices   Devices   `json:"devices"`
+	Tools     Tools     `json:"tools"`
+	Sensors   Sensors   `json:"sensors"`
+	MQTT      MQTT      `json:"mqtt"`
 
 	// Where the config came from and where state lives; not part of the file.
-	path string
-	dir  string
+	path     string
+	dir      string
+	warnings []string
 }
 
 // Agents holds agent settings.
@@ -53,6 +57,7 @@ type AgentDefaults struct {
 	MaxQueuedTurns      int      `json:"max_queued_turns"`
 	TurnTimeoutSeconds  int      `json:"turn_timeout_seconds"`
 	HistoryLimit        int      `json:"history_limit"`
+	SessionTTLDays      int      `json:"session_ttl_days"` // idle sessions older than this are deleted; 0 keeps them
 	RestrictToWorkspace bool     `json:"restrict_to_workspace"`
 	Timezone            string   `json:"timezone"`
 	FallbackModels      []string `json:"fallback_models"`
@@ -84,6 +89,11 @@ type Gateway struct {
 	Host     string `json:"host"`
 	Port     int    `json:"port"`
 	APIToken Secret `json:"api_token"`
+	// AllowedHosts are names (or addresses) the board may be reached by
+	// besides its own (loopback, gateway.host, its hostname and
+	// <hostname>.local, its addresses): a reverse proxy's or a DNS name.
+	// Requests whose Host names anything else are refused (DNS rebinding).
+	AllowedHosts []string `json:"allowed_hosts"`
 }
 
 // Channels are the chat platforms.
@@ -101,6 +111,8 @@ type BotChannel struct {
 	AllowFrom     []string `json:"allow_from"`
 	AllowAllTools bool     `json:"allow_all_tools"`
 	APIBase       string   `json:"api_base"`
+	// MaxMediaMB caps a received attachment (photo, voice, video).
+	MaxMediaMB int `json:"max_media_mb"`
 }
 
 // SlackChannel is Slack in Socket Mode.
@@ -111,6 +123,7 @@ type SlackChannel struct {
 	AllowFrom     []string `json:"allow_from"`
 	AllowAllTools bool     `json:"allow_all_tools"`
 	APIBase       string   `json:"api_base"`
+	MaxMediaMB    int      `json:"max_media_mb"`
 }
 
 // LINEChannel is the webhook-style channel.
@@ -125,6 +138,7 @@ type LINEChannel struct {
 	AllowAllTools      bool     `json:"allow_all_tools"`
 	APIBase            string   `json:"api_base"`
 	DataAPIBase        string   `json:"data_api_base"`
+	MaxMediaMB         int      `json:"max_media_mb"`
 }
 
 // Heartbeat is the periodic agent prompt.
@@ -157,6 +171,10 @@ type ImageTool struct {
 type ExecTool struct {
 	TimeoutSeconds int  `json:"timeout_seconds"`
 	RequireSandbox bool `json:"require_sandbox"`
+	// User is who commands run as when the gateway runs as root: a user
+	// name or a numeric uid (an unprivileged gateway's commands run as
+	// its own user).
+	User string `json:"user"`
 }
 
 // WebTools configures web_search and web_fetch.
@@ -190,6 +208,7 @@ func Default() *Config {
 			MaxQueuedTurns:      64,
 			TurnTimeoutSeconds:  300,
 			HistoryLimit:        200,
+			SessionTTLDays:      90,
 			RestrictToWorkspace: true,
 			FallbackModels:      []string{},
 		}},
@@ -202,11 +221,11 @@ func Default() *Config {
 			DeepSeek:   p("https://api.deepseek.com/v1"),
 			Ollama:     p("http://127.0.0.1:11434/v1"),
 		},
-		Gateway: Gateway{Host: "127.0.0.1", Port: 8080},
+		Gateway: Gateway{Host: "127.0.0.1", Port: 8080, AllowedHosts: []string{}},
 		Channels: Channels{
-			Telegram: BotChannel{APIBase: "https://api.telegram.org", AllowFrom: []string{}},
-			Discord:  BotChannel{APIBase: "https://discord.com/api/v9", AllowFrom: []string{}},
-			Slack:    SlackChannel{APIBase: "https://slack.com/api/", AllowFrom: []string{}},
+			Telegram: BotChannel{APIBase: "https://api.telegram.org", AllowFrom: []string{}, MaxMediaMB: 20},
+			Discord:  BotChannel{APIBase: "https://discord.com/api/v10", AllowFrom: []string{}, MaxMediaMB: 20},
+			Slack:    SlackChannel{APIBase: "https://slack.com/api/", AllowFrom: []string{}, MaxMediaMB: 20},
 			LINE: LINEChannel{
 				WebhookHost: "0.0.0.0",
 				WebhookPort: 8080,
@@ -214,18 +233,20 @@ func Default() *Config {
 				AllowFrom:   []string{},
 				APIBase:     "https://api.line.me",
 				DataAPIBase: "https://api-data.line.me",
+				MaxMediaMB:  20,
 			},
 		},
 		Heartbeat: Heartbeat{Interval: 300000},
 		Tools: Tools{
-			Exec: ExecTool{TimeoutSeconds: 60},
+			Exec: ExecTool{TimeoutSeconds: 60, User: "nobody"},
 			Web: WebTools{Search: WebSearch{
 				APIBase:  "https://api.search.brave.com/res/v1",
 				HTMLBase: "https://html.duckduckgo.com",
 			}},
 			Image: ImageTool{Model: "gpt-image-1"},
 		},
-		Sensors: []sensor.Spec{},
+		Sensors: Sensors{SampleSeconds: DefaultSampleSeconds, Parts: []sensor.Spec{}},
+		MQTT:    MQTT{DiscoveryPrefix: "homeassistant", PublishIntervalSeconds: 60},
 	}
 }
 
@@ -303,4 +324,19 @@ var ConventionalEnv = map[string]string{
 	"gemini":     "GEMINI_API_KEY",
 	"groq":       "GROQ_API_KEY",
 	"deepseek":   "DEEPSEEK_API_KEY",
+}
+
+// Location is the time zone of agents.defaults.timezone, or the system's
+// when it is empty. Load validated the name, so only a zone database that
+// vanished since can fail here.
+func (c *Config) Location() (*time.Location, error) {
+	tz := c.Agents.Defaults.Timezone
+	if tz == "" {
+		return time.Local, nil
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("config: agents.defaults.timezone %q: %w", tz, err)
+	}
+	return loc, nil
 }

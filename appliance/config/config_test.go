@@ -45,12 +45,14 @@ func TestDefaultsWhenKeysAbsent(t *testing.T) {
 		{"max_queued_turns", d.MaxQueuedTurns, 64},
 		{"turn_timeout_seconds", d.TurnTimeoutSeconds, 300},
 		{"history_limit", d.HistoryLimit, 200},
+		{"session_ttl_days", d.SessionTTLDays, 90},
 		{"restrict_to_workspace", d.RestrictToWorkspace, true},
 		{"gateway.host", cfg.Gateway.Host, "127.0.0.1"},
 		{"gateway.port", cfg.Gateway.Port, 8080},
 		{"ollama.api_base", cfg.Providers.Ollama.APIBase, "http://127.0.0.1:11434/v1"},
 		{"openai.max_retries", cfg.Providers.OpenAI.MaxRetries, 3},
 		{"exec.timeout_seconds", cfg.Tools.Exec.TimeoutSeconds, 60},
+		{"exec.user", cfg.Tools.Exec.User, "nobody"},
 		{"line.webhook_path", cfg.Channels.LINE.WebhookPath, "/webhook/line"},
 		{"line.webhook_host", cfg.Channels.LINE.WebhookHost, "0.0.0.0"},
 		{"line.webhook_port", cfg.Channels.LINE.WebhookPort, 8080},
@@ -90,6 +92,7 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"temperature range", `{"agents":{"defaults":{"temperature":2.5}}}`, []string{"agents.defaults.temperature", "0.0 and 2.0"}},
 		{"negative temperature", `{"agents":{"defaults":{"temperature":-0.1}}}`, []string{"agents.defaults.temperature"}},
 		{"history floor", `{"agents":{"defaults":{"history_limit":50}}}`, []string{"agents.defaults.history_limit", "at least 100"}},
+		{"negative ttl", `{"agents":{"defaults":{"session_ttl_days":-1}}}`, []string{"agents.defaults.session_ttl_days", "0 (keep sessions forever)"}},
 		{"syntax", "{\n  \"gateway\": {,}\n}", []string{"invalid JSON", "line 2"}},
 		{"truncated", `{"gateway": {`, []string{"ends early"}},
 		{"trailing", `{} {}`, []string{"unexpected data after"}},
@@ -105,6 +108,8 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"sensor type", `{"sensors":[{"name":"a","type":"dht22","bus":"1","address":64}]}`, []string{"sensors[0].type"}},
 		{"sensor address", `{"sensors":[{"name":"a","type":"bme280","bus":"1","address":200}]}`, []string{"sensors[0].address", "0x77"}},
 		{"heartbeat", `{"heartbeat":{"interval":5}}`, []string{"heartbeat.interval", "milliseconds"}},
+		{"exec user empty", `{"tools":{"exec":{"user":""}}}`, []string{"tools.exec.user", "nobody"}},
+		{"exec user name", `{"tools":{"exec":{"user":"bob; rm"}}}`, []string{"tools.exec.user", `"bob; rm"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -174,7 +179,7 @@ func TestEnvOverrides(t *testing.T) {
 	if !cfg.Tools.Web.Fetch.AllowPrivate {
 		t.Error("bool override not applied")
 	}
-	if len(cfg.Sensors) != 1 || cfg.Sensors[0].Address != 68 {
+	if len(cfg.Sensors.Parts) != 1 || cfg.Sensors.Parts[0].Address != 68 {
 		t.Errorf("sensors = %+v", cfg.Sensors)
 	}
 }
@@ -231,7 +236,7 @@ func TestSaveRoundTripsSecretsAndKeepsMode(t *testing.T) {
 	if again.Providers.OpenAI.APIKey.Value() != "sk-1" || again.Gateway.APIToken.Value() != "tok" {
 		t.Error("secrets did not survive Save")
 	}
-	if len(again.Sensors) != 1 || again.Sensors[0].Name != "a" {
+	if len(again.Sensors.Parts) != 1 || again.Sensors.Parts[0].Name != "a" {
 		t.Errorf("sensors lost: %+v", again.Sensors)
 	}
 }

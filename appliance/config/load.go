@@ -10,9 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/perchhq/perch/drivers/sensor"
 )
 
 // ErrNoConfig is returned by Load when an explicitly named config file does
@@ -27,6 +30,9 @@ type Options struct {
 	Path string
 	// Env looks up environment variables; nil means os.LookupEnv.
 	Env func(string) (string, bool)
+	// Environ lists the environment, to find PERCH_ variables that name no
+	// key; nil means os.Environ when Env is nil, else none.
+	Environ func() []string
 }
 
 // Load reads, overrides and validates the configuration.
@@ -62,6 +68,13 @@ func Load(opts Options) (*Config, error) {
 	}
 	if err := applyEnv(cfg, env); err != nil {
 		return nil, err
+	}
+	environ := opts.Environ
+	if environ == nil && opts.Env == nil {
+		environ = os.Environ
+	}
+	if environ != nil {
+		cfg.warnings = unknownEnv(cfg, environ())
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
@@ -147,6 +160,10 @@ func kindName(t reflect.Type) string {
 // checkKeys walks raw JSON beside the Go type and reports the first key the
 // type does not have, with its full dotted path and the closest known key.
 func checkKeys(raw any, t reflect.Type, path string) error {
+	if a, ok := raw.([]any); ok && t == sensorsType {
+		// The array form of "sensors": its entries are the parts.
+		return checkKeys(a, reflect.TypeOf([]sensor.Spec{}), path)
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		m, ok := raw.(map[string]any)
@@ -257,6 +274,35 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// Warnings are what Load noticed but did not refuse: PERCH_ variables that
+// name no key (a typo would otherwise be silently ignored).
+func (c *Config) Warnings() []string { return c.warnings }
+
+// processEnv are PERCH_ variables that are not config keys.
+var processEnv = map[string]bool{"PERCH_HOME": true, "PERCH_SHOW_TOKEN": true}
+
+func unknownEnv(cfg *Config, environ []string) []string {
+	var known []string
+	walkLeaves(reflect.ValueOf(cfg).Elem(), "", func(path string, _ reflect.Value) error {
+		known = append(known, EnvName(path))
+		return nil
+	})
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "PERCH_") || processEnv[name] || slices.Contains(known, name) {
+			continue
+		}
+		msg := fmt.Sprintf("environment variable %s names no config key; it is ignored", name)
+		if c := closest(name, known); c != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", c)
+		}
+		out = append(out, msg)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // EnvName is the override variable of a dotted key path.
 func EnvName(path string) string {
 	return "PERCH_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
@@ -301,6 +347,11 @@ func walkLeaves(v reflect.Value, path string, fn func(string, reflect.Value) err
 		p := join(path, jsonName(f))
 		fv := v.Field(i)
 		if fv.Kind() == reflect.Struct {
+			if _, whole := fv.Addr().Interface().(wholeFromEnv); whole {
+				if err := fn(p, fv); err != nil {
+					return err
+				}
+			}
 			if err := walkLeaves(fv, p, fn); err != nil {
 				return err
 			}
@@ -354,6 +405,14 @@ func setFromString(v reflect.Value, s string) error {
 			return errors.New("want a JSON array")
 		}
 		v.Set(ptr.Elem())
+	case reflect.Struct:
+		u, ok := v.Addr().Interface().(json.Unmarshaler)
+		if !ok {
+			return fmt.Errorf("cannot be set from the environment (%s)", v.Kind())
+		}
+		if err := u.UnmarshalJSON([]byte(strings.TrimSpace(s))); err != nil {
+			return fmt.Errorf("want JSON: %v", err)
+		}
 	default:
 		return fmt.Errorf("cannot be set from the environment (%s)", v.Kind())
 	}

@@ -20,6 +20,8 @@ type OnboardResult struct {
 	Workspace  string
 	Created    []string // workspace files created (existing ones are kept)
 	Token      string   // the new gateway.api_token
+	// Backup is where the replaced config was kept (force only).
+	Backup string
 }
 
 // Onboard writes a complete config at path (every section present, channels
@@ -34,9 +36,20 @@ func Onboard(path string, force bool) (*OnboardResult, error) {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
+	backup := ""
 	if _, err := os.Stat(path); err == nil && !force {
 		return nil, fmt.Errorf("%w: %s (use 'perch onboard --force' to replace it; the workspace is kept)", ErrExists, path)
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	} else if err == nil {
+		// The old file holds keys and tokens the new one will not: keep it.
+		old, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		backup = path + ".bak"
+		if err := os.WriteFile(backup, old, 0o600); err != nil {
+			return nil, fmt.Errorf("config: keep the old config as %s: %w", backup, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	cfg := Fresh(path)
@@ -46,7 +59,7 @@ func Onboard(path string, force bool) (*OnboardResult, error) {
 	if err := cfg.Save(); err != nil {
 		return nil, err
 	}
-	res := &OnboardResult{ConfigPath: path, Workspace: cfg.WorkspaceDir(), Token: cfg.Gateway.APIToken.Value()}
+	res := &OnboardResult{ConfigPath: path, Workspace: cfg.WorkspaceDir(), Token: cfg.Gateway.APIToken.Value(), Backup: backup}
 	created, err := seedWorkspace(res.Workspace)
 	res.Created = created
 	return res, err

@@ -7,8 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/perchhq/perch/drivers/sensor"
 )
 
 // Validate checks every value once, at start, and names the key to fix.
@@ -43,6 +41,9 @@ func (c *Config) Validate() error {
 	}
 	if d.HistoryLimit < 100 {
 		bad("agents.defaults.history_limit", "must be at least 100 (the last 100 messages are always kept), got %d", d.HistoryLimit)
+	}
+	if d.SessionTTLDays < 0 || d.SessionTTLDays > 36500 {
+		bad("agents.defaults.session_ttl_days", "must be between 0 (keep sessions forever) and 36500 days, got %d", d.SessionTTLDays)
 	}
 	if d.Timezone != "" {
 		if _, err := time.LoadLocation(d.Timezone); err != nil {
@@ -88,6 +89,7 @@ func (c *Config) Validate() error {
 	if strings.TrimSpace(c.Gateway.Host) == "" {
 		bad("gateway.host", "is empty; use 127.0.0.1 for this machine only or 0.0.0.0 for the LAN")
 	}
+	c.Gateway.validate(bad)
 
 	ch := &c.Channels
 	for name, base := range map[string]string{
@@ -103,6 +105,11 @@ func (c *Config) Validate() error {
 			if err := checkURL(base); err != nil {
 				bad(name, "%v", err)
 			}
+		}
+	}
+	for _, sec := range ch.Sections() {
+		if sec.MaxMediaMB < 1 || sec.MaxMediaMB > 200 {
+			bad("channels."+sec.Name+".max_media_mb", "must be between 1 and 200 (megabytes), got %d", sec.MaxMediaMB)
 		}
 	}
 	if ch.LINE.WebhookPort < 1 || ch.LINE.WebhookPort > 65535 {
@@ -123,10 +130,12 @@ func (c *Config) Validate() error {
 	if c.Tools.Exec.TimeoutSeconds < 1 || c.Tools.Exec.TimeoutSeconds > 3600 {
 		bad("tools.exec.timeout_seconds", "must be between 1 and 3600, got %d", c.Tools.Exec.TimeoutSeconds)
 	}
-
-	if err := sensor.ValidateSpecs(c.Sensors); err != nil {
-		errs = append(errs, err)
+	if !isUserName(c.Tools.Exec.User) {
+		bad("tools.exec.user", "must be a user name or a numeric uid (commands of a root gateway run as it; the default is nobody), got %q", c.Tools.Exec.User)
 	}
+
+	errs = append(errs, c.Sensors.validate()...)
+	errs = append(errs, c.MQTT.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -167,4 +176,23 @@ func IsLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// isUserName accepts what useradd does (letters, digits, '_', '-', '.', a
+// trailing '$'; not starting with '-'), or a uid. Whether the user exists
+// is checked by the gateway, where it matters: only a root gateway uses it.
+func isUserName(s string) bool {
+	if s == "" || len(s) > 32 || s[0] == '-' {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case r == '_', r == '-', r == '.':
+		case r == '$' && i == len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -64,6 +64,8 @@ type Service struct {
 	status  string
 	running bool
 
+	observers []func(Event)
+
 	// Set by Start, used by Stop.
 	listener usb.Listener
 	stop     chan struct{}
@@ -259,6 +261,7 @@ func (s *Service) loop(events <-chan usb.Event, readerDone <-chan struct{}, init
 	for _, c := range initial {
 		b.add(c, now)
 	}
+	s.tell(initial)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -278,9 +281,11 @@ func (s *Service) loop(events <-chan usb.Event, readerDone <-chan struct{}, init
 	for {
 		select {
 		case ev := <-events:
-			for _, c := range s.apply(ev) {
+			cs := s.apply(ev)
+			for _, c := range cs {
 				b.add(c, time.Now())
 			}
+			s.tell(cs)
 			timer.Stop()
 			arm()
 		case <-timer.C:

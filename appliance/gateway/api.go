@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/perchhq/perch/appliance/agent"
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/pidfile"
 	"github.com/perchhq/perch/appliance/provider"
-	"github.com/perchhq/perch/appliance/tools"
 	"github.com/perchhq/perch/appliance/version"
 	"github.com/perchhq/perch/store"
 )
@@ -33,44 +34,28 @@ type Deps struct {
 }
 
 // RegisterCore adds /chat, /health, /ready and /admin/{status,service,logs}.
+//
+// /ready is open, but only clients allowed the details (the Protected rule:
+// the token, or loopback when there is none) read the agent object and the
+// checks' full messages; others read the status and each check's name,
+// status and public message.
 func (s *Server) RegisterCore(d Deps) {
+	sessions := &sessionList{db: d.Store, loop: d.Agent}
 	s.Handle(http.MethodPost, "/chat", Protected, s.chat(d))
 	s.Handle(http.MethodGet, "/health", Open, s.health)
-	s.Handle(http.MethodGet, "/ready", Open, s.readyHandler(d))
-	s.Handle(http.MethodGet, "/admin/status", Protected, s.adminStatus(d))
+	s.Handle(http.MethodGet, "/ready", Open, s.readyHandler(d, sessions))
+	s.Handle(http.MethodGet, "/admin/status", Protected, s.adminStatus(d, sessions))
 	s.Handle(http.MethodGet, "/admin/service", Protected, commandOutput(d.ServiceStatus, "service status"))
 	s.Handle(http.MethodGet, "/admin/logs", Protected, commandOutput(d.Logs, "logs"))
-}
-
-// ChatRequest is the body of POST /chat.
-type ChatRequest struct {
-	Message     string       `json:"message"`
-	SessionKey  string       `json:"session_key"`
-	Channel     string       `json:"channel"`
-	ChatID      string       `json:"chat_id"`
-	MediaConfig *MediaConfig `json:"media_config"`
-}
-
-// MediaConfig asks for generated media.
-type MediaConfig struct {
-	Type        string `json:"type"`
-	Size        string `json:"size"`
-	AspectRatio string `json:"aspect_ratio"`
 }
 
 // MaxSessionKey bounds session keys, channel names and chat ids: they are
 // database keys.
 const MaxSessionKey = 512
 
-// ChatResponse is the body of a successful POST /chat.
-type ChatResponse struct {
-	Response   string            `json:"response"`
-	UICommands []tools.UICommand `json:"ui_commands"`
-}
-
 func (s *Server) chat(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req ChatRequest
+		var req api.ChatRequest
 		if !DecodeJSON(w, r, &req) {
 			return
 		}
@@ -112,9 +97,9 @@ func (s *Server) chat(d Deps) http.HandlerFunc {
 		}
 		ui := rep.UI
 		if ui == nil {
-			ui = []tools.UICommand{}
+			ui = []api.UICommand{}
 		}
-		WriteJSON(w, http.StatusOK, ChatResponse{Response: rep.Text, UICommands: ui})
+		WriteJSON(w, http.StatusOK, api.ChatResponse{Response: rep.Text, UICommands: ui})
 	}
 }
 
@@ -141,7 +126,12 @@ func chatError(err error) (int, string) {
 	return http.StatusInternalServerError, err.Error()
 }
 
-func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	// A CLI on this machine asks the listener to prove it is the gateway its
+	// pid file names before it sends the token here.
+	if ch := r.Header.Get(pidfile.ChallengeHeader); ch != "" && s.opts.ProofKey != "" && len(ch) <= 128 {
+		w.Header().Set(pidfile.ProofHeader, pidfile.Proof(s.opts.ProofKey, ch))
+	}
 	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "uptime": FormatUptime(s.Uptime())})
 }
 
@@ -160,46 +150,61 @@ type readySession struct {
 // maxReadySessions bounds the list in /ready: health probes call it often.
 const maxReadySessions = 100
 
-func (s *Server) readyHandler(d Deps) http.HandlerFunc {
+func (s *Server) readyHandler(d Deps, sessions *sessionList) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		details, answered := s.detailsAllowed(w, r)
+		if answered {
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
 		checks, ok := d.Checks.Run(ctx)
 		if !s.ready.Load() {
 			ok = false
-			checks["startup"] = CheckResult{Name: "startup", Status: "fail", Message: "the gateway is starting", Timestamp: time.Now().UTC().Format(time.RFC3339)}
+			checks["startup"] = CheckResult{Name: "startup", Status: "fail", Message: "the gateway is starting", Timestamp: time.Now().UTC().Format(time.RFC3339),
+				public: "the gateway is starting"}
+		}
+		if !details {
+			withoutDetails(checks, s.detailsHint())
 		}
 		if !ok {
 			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "checks": checks})
 			return
 		}
-		ag := readyAgent{Workspace: d.Workspace, Sessions: []readySession{}, Subagents: []agent.SubagentInfo{}}
-		if p, _ := d.Agent.Provider(); p != nil {
-			ag.Model = p.Model()
-		}
-		if ss, err := d.Store.Sessions(); err == nil {
-			for i, sess := range ss {
-				if i == maxReadySessions {
-					break
-				}
-				ag.Sessions = append(ag.Sessions, readySession{Key: sess.Key, MessageCount: sess.Count})
+		body := map[string]any{"status": "ready", "uptime": FormatUptime(s.Uptime()), "checks": checks}
+		if details {
+			ag := readyAgent{Workspace: d.Workspace, Sessions: []readySession{}, Subagents: []agent.SubagentInfo{}}
+			if p, _ := d.Agent.Provider(); p != nil {
+				ag.Model = p.Model()
 			}
+			if top, _, err := sessions.get(); err == nil {
+				ag.Sessions = top
+			}
+			if subs := d.Agent.Subagents().List(); len(subs) > 0 {
+				ag.Subagents = subs
+			}
+			body["agent"] = ag
 		}
-		if subs := d.Agent.Subagents().List(); len(subs) > 0 {
-			ag.Subagents = subs
-		}
-		WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "uptime": FormatUptime(s.Uptime()), "checks": checks, "agent": ag})
+		WriteJSON(w, http.StatusOK, body)
 	}
 }
 
-func (s *Server) adminStatus(d Deps) http.HandlerFunc {
+func (s *Server) adminStatus(d Deps, sessions *sessionList) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := d.Agent.Stats()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
+		// ready is what /ready answers: start-up done and every check ok.
+		ready := s.ready.Load()
+		if d.Checks != nil && ready {
+			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+			_, ok := d.Checks.Run(ctx)
+			cancel()
+			ready = ok
+		}
 		out := map[string]any{
 			"uptime":            FormatUptime(s.Uptime()),
-			"ready":             s.ready.Load(),
+			"ready":             ready,
 			"version":           version.Get().Version,
 			"active_sessions":   st.ActiveSessions,
 			"queue_depth":       st.QueueDepth,
@@ -215,8 +220,8 @@ func (s *Server) adminStatus(d Deps) http.HandlerFunc {
 			out["provider_error"] = err.Error()
 		}
 		if d.Store != nil {
-			if ss, err := d.Store.Sessions(); err == nil {
-				out["sessions"] = len(ss)
+			if _, n, err := sessions.get(); err == nil {
+				out["sessions"] = n
 			}
 			if u, err := d.Store.TotalUsage(); err == nil {
 				out["tokens"] = u

@@ -34,11 +34,12 @@ type rig struct {
 
 type rigOptions struct {
 	noProvider bool
+	server     Options // Host defaults to 127.0.0.1
 	agent      func(*agent.Options)
 	deps       func(*Deps)
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	r := &rig{fake: providertest.New(), db: storetest.Open(t), checks: NewChecks(), ws: t.TempDir()}
@@ -52,7 +53,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		cfg.Providers.OpenRouter.APIBase = r.fake.Base()
 		cfg.Providers.OpenRouter.MaxRetries = 0
 		cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
-		p, err := provider.New(context.Background(), cfg, log)
+		p, err := provider.FromConfig(context.Background(), cfg, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,12 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	r.loop = agent.New(opts)
 	t.Cleanup(func() { r.loop.Stop(context.Background()) })
-	r.srv = New(Options{Host: "127.0.0.1", Log: log})
+	so := o.server
+	if so.Host == "" {
+		so.Host = "127.0.0.1"
+	}
+	so.Log = log
+	r.srv = New(so)
 	d := Deps{Agent: r.loop, Store: r.db, Checks: r.checks, Workspace: r.ws}
 	if o.deps != nil {
 		o.deps(&d)
@@ -72,7 +78,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	return r
 }
 
-func (r *rig) do(t *testing.T, method, path, body string) (*http.Response, map[string]any) {
+func (r *rig) do(t testing.TB, method, path, body string) (*http.Response, map[string]any) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -217,7 +223,7 @@ func TestChat(t *testing.T) {
 	if ui, ok := body["ui_commands"].([]any); !ok || len(ui) != 0 {
 		t.Errorf("ui_commands = %#v, want []", body["ui_commands"])
 	}
-	// Spec §4.1 rule 1: no session_key means rest:default.
+	// No session_key means rest:default.
 	if h, err := r.db.History("rest:default"); err != nil || len(h) != 2 {
 		t.Errorf("rest:default history = %d messages (%v), want 2", len(h), err)
 	}
@@ -321,7 +327,8 @@ func TestChatOverCapacityIs503(t *testing.T) {
 	first := make(chan int, 1)
 	go func() { // no t.Fatal off the test goroutine: report the status only
 		req := httptest.NewRequest("POST", "/chat", strings.NewReader(`{"message":"one","session_key":"a"}`))
-		req.RemoteAddr = "127.0.0.1:40001"
+		req.RemoteAddr, req.Host = "127.0.0.1:40001", "127.0.0.1:8080"
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		r.srv.ServeHTTP(rec, req)
 		first <- rec.Code

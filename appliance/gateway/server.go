@@ -38,9 +38,23 @@ type Options struct {
 	Host  string
 	Port  int
 	Token config.Secret
-	Log   *slog.Logger
+	// AllowedHosts are host names (or addresses) besides the board's own
+	// that requests may name in Host: gateway.allowed_hosts.
+	AllowedHosts []string
+	Log          *slog.Logger
 	// WriteTimeout must exceed the longest turn.
 	WriteTimeout time.Duration
+	// ProofKey is the pid file's key: /health proves knowledge of it to
+	// the CLI (see package pidfile).
+	ProofKey string
+	// HeaderTimeout bounds the wait for a request's headers, from the
+	// connection's start or its last request (default 5 s).
+	HeaderTimeout time.Duration
+	// MaxConns caps the connections held at once (default 256; beyond, new
+	// ones wait), and MaxConnsPerClient one client's share (default 64;
+	// beyond, its new ones are closed at once).
+	MaxConns          int
+	MaxConnsPerClient int
 }
 
 // Server is the HTTP gateway.
@@ -51,6 +65,9 @@ type Server struct {
 	srv     *http.Server
 	ln      net.Listener
 	lanOnly bool // token empty on a non-loopback address: loopback clients only
+	hosts   *hostPolicy
+	csrf    *http.CrossOriginProtection
+	tokens  *tokenGuard
 	ready   atomic.Bool
 	started time.Time
 }
@@ -63,7 +80,18 @@ func New(opts Options) *Server {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 6 * time.Minute
 	}
-	s := &Server{opts: opts, log: opts.Log, router: httprouter.New(), started: time.Now()}
+	if opts.HeaderTimeout <= 0 {
+		opts.HeaderTimeout = 5 * time.Second
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 256
+	}
+	if opts.MaxConnsPerClient <= 0 {
+		opts.MaxConnsPerClient = min(64, opts.MaxConns)
+	}
+	s := &Server{opts: opts, log: opts.Log, router: httprouter.New(), started: time.Now(),
+		hosts: newHostPolicy(opts.Host, opts.AllowedHosts), csrf: http.NewCrossOriginProtection(),
+		tokens: newTokenGuard(opts.Log)}
 	s.lanOnly = !opts.Token.IsSet() && !config.IsLoopbackHost(opts.Host)
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; see the API in README.md", r.URL.Path))
@@ -99,8 +127,8 @@ func (s *Server) IsReady() bool { return s.ready.Load() }
 // Uptime is the time since New.
 func (s *Server) Uptime() time.Duration { return time.Since(s.started) }
 
-// Listen binds the address; a busy port is reported here, before anything
-// else starts serving.
+// Listen binds the address and builds the HTTP server; a busy port is
+// reported here, before anything else starts serving.
 func (s *Server) Listen() error {
 	addr := net.JoinHostPort(s.opts.Host, fmt.Sprint(s.opts.Port))
 	ln, err := net.Listen("tcp", addr)
@@ -110,7 +138,20 @@ func (s *Server) Listen() error {
 		}
 		return fmt.Errorf("gateway: listen on %s: %w; check gateway.host and gateway.port", addr, err)
 	}
-	s.ln = ln
+	s.ln = newLimitListener(ln, s.opts.MaxConns, s.opts.MaxConnsPerClient, s.log)
+	// Built here, not in Serve, so Stop (which may run while Serve is only
+	// starting) reads a field written before either began. Connections
+	// that send nothing, or idle between requests, give their slot back
+	// within seconds.
+	s.srv = &http.Server{
+		Handler:           s.router,
+		ReadHeaderTimeout: s.opts.HeaderTimeout,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       30 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
 	return nil
 }
 
@@ -122,35 +163,36 @@ func (s *Server) Addr() string {
 	return s.ln.Addr().String()
 }
 
-// Serve answers requests until Stop; call Listen first.
+// Serve answers requests until Stop; call Listen first. It returns nil
+// after Stop, and the error when the listener fails for good: the caller
+// must then stop the gateway, which can no longer be reached.
 func (s *Server) Serve() error {
-	s.srv = &http.Server{
-		Handler:           s.router,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      s.opts.WriteTimeout,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	if s.srv == nil {
+		return errors.New("gateway: Serve called before Listen")
 	}
 	err := s.srv.Serve(s.ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
-	return err
+	return fmt.Errorf("gateway: HTTP server failed: %w", err)
 }
 
 // Stop stops accepting requests and waits for those in flight until ctx
-// ends.
+// ends. Stop before (or while) Serve starts makes Serve return nil.
 func (s *Server) Stop(ctx context.Context) error {
 	s.ready.Store(false)
+	defer s.tokens.close() // reports the last minute's wrong tokens
 	if s.srv == nil {
-		if s.ln != nil {
-			return s.ln.Close()
-		}
 		return nil
 	}
-	return s.srv.Shutdown(ctx)
+	// Shutdown closes the listeners Serve tracks; ln is closed here too in
+	// case Serve has not started (Shutdown then marks the server closed,
+	// and a later Serve returns ErrServerClosed at once).
+	err := s.srv.Shutdown(ctx)
+	if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // ServeHTTP lets tests drive the router directly.
@@ -158,6 +200,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 func (s *Server) guard(access Access, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if access != SelfGuarded {
+			if status, msg := s.browserRules(r); status != 0 {
+				WriteError(w, status, msg)
+				return
+			}
+		}
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		}
@@ -170,11 +218,21 @@ func (s *Server) guard(access Access, h http.HandlerFunc) http.HandlerFunc {
 
 // Authorize applies the Protected rule to r: the token when one is set, else
 // loopback clients only on a server that listens beyond loopback. It answers
-// 401 or 403 itself and returns false when it did. Routes whose access
+// 401, 403 or 429 itself and returns false when it did. Routes whose access
 // depends on state (POST /setup) register as Open and call it themselves.
+//
+// A client that sent too many wrong tokens is refused (429) before its
+// token is even compared, until it may try again; a request without a
+// token is not a guess and does not count.
 func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) bool {
 	if s.opts.Token.IsSet() {
+		if !s.tokens.check(w, r) {
+			return false
+		}
 		if !tokenOK(r, s.opts.Token.Value()) {
+			if r.Header.Get("Authorization") != "" {
+				s.tokens.fail(r)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="perch"`)
 			WriteError(w, http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <gateway.api_token>")
 			return false
@@ -184,6 +242,32 @@ func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// detailsAllowed applies the Protected rule to a route open to everyone
+// whose private details are not (/ready): it reports whether r may read
+// them. A client that sends no token reads the public part; one that sends
+// a wrong token is refused like on any protected route, so an open route
+// never becomes a way to test tokens (answered is then true).
+func (s *Server) detailsAllowed(w http.ResponseWriter, r *http.Request) (details, answered bool) {
+	if s.opts.Token.IsSet() {
+		if r.Header.Get("Authorization") == "" {
+			return false, false
+		}
+		if !s.Authorize(w, r) {
+			return false, true
+		}
+		return true, false
+	}
+	return !s.lanOnly || isLoopback(r.RemoteAddr), false
+}
+
+// detailsHint says where the private details are shown.
+func (s *Server) detailsHint() string {
+	if s.opts.Token.IsSet() {
+		return "the reason is shown to clients that send gateway.api_token"
+	}
+	return "the reason is shown on this machine only (set gateway.api_token to read it from the network)"
 }
 
 func tokenOK(r *http.Request, token string) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/gateway/gatewaytest"
 )
 
 // newServer returns a server with one route of each access level that
@@ -40,13 +41,18 @@ func newServer(host string, token config.Secret) *Server {
 }
 
 // do sends a request straight into the router.
-func do(t *testing.T, h http.Handler, method, path, remote string, body io.Reader, header ...string) (*http.Response, map[string]any) {
+func do(t testing.TB, h http.Handler, method, path, remote string, body io.Reader, header ...string) (*http.Response, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, body)
+	req.Host = "127.0.0.1:8080" // httptest's example.com does not name this board
 	if remote != "" {
 		req.RemoteAddr = remote
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	rec := httptest.NewRecorder()
@@ -64,7 +70,7 @@ func do(t *testing.T, h http.Handler, method, path, remote string, body io.Reade
 }
 
 // errorOf returns the "error" field, failing when the body has none.
-func errorOf(t *testing.T, body map[string]any) string {
+func errorOf(t testing.TB, body map[string]any) string {
 	t.Helper()
 	e, ok := body["error"].(string)
 	if !ok || e == "" {
@@ -347,4 +353,49 @@ func TestStopBeforeServeReleasesPort(t *testing.T) {
 		t.Fatalf("port not released: %v", err)
 	}
 	ln.Close()
+}
+
+// Stop may come while Serve is starting (a signal during start-up): no data
+// race on the server, and Serve then returns nil as after any Stop.
+func TestStopWhileServeStarts(t *testing.T) {
+	for range 20 {
+		s := newServer("127.0.0.1", "")
+		if err := s.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- s.Serve() }()
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Fatalf("Serve after a concurrent Stop = %v, want nil", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve did not return after Stop")
+		}
+	}
+}
+
+// A listener that fails for good makes Serve return the error, so the
+// composition root can stop the gateway instead of running without HTTP.
+func TestServeReturnsListenerFailure(t *testing.T) {
+	s := newServer("127.0.0.1", "")
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve() }()
+	gatewaytest.BreakListener(t, s.Addr())
+	select {
+	case err := <-served:
+		if err == nil {
+			t.Fatal("Serve returned nil after its listener failed")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after its listener failed")
+	}
 }

@@ -9,8 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sashabaranov/go-openai"
-
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/config"
 )
 
@@ -29,19 +28,19 @@ func BenchmarkChatCall(b *testing.B) {
 	cfg.Providers.OpenRouter.APIKey = "k"
 	cfg.Providers.OpenRouter.APIBase = srv.URL
 	cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
-	cl, err := New(context.Background(), cfg, nil)
+	cl, err := FromConfig(context.Background(), cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	hist := make([]Message, 200)
+	hist := make([]chat.Message, 200)
 	for i := range hist {
-		hist[i] = Message{Role: []string{"user", "assistant"}[i%2], Content: "hello, how are you today? fine thanks"}
+		hist[i] = chat.Message{Role: []string{"user", "assistant"}[i%2], Content: "hello, how are you today? fine thanks"}
 	}
-	tools := make([]openai.Tool, 20)
+	tools := make([]chat.ToolDef, 20)
 	for i := range tools {
-		tools[i] = openai.Tool{Type: "function", Function: &openai.FunctionDefinition{Name: "tool" + string(rune('a'+i)),
+		tools[i] = chat.ToolDef{Name: "tool" + string(rune('a'+i)),
 			Description: strings.Repeat("does things. ", 15),
-			Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"a path in the workspace"},"content":{"type":"string"}},"required":["path"]}`)}}
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"a path in the workspace"},"content":{"type":"string"}},"required":["path"]}`)}
 	}
 	toolsJSON, _ := json.Marshal(tools)
 	req := Request{System: strings.Repeat("You are Perch. ", 100), History: hist, Messages: hist[:1], Tools: tools, ToolsJSON: toolsJSON}

@@ -12,30 +12,19 @@ import (
 
 	"github.com/sashabaranov/go-openai"
 
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/config"
-	"github.com/perchhq/perch/store"
 )
-
-// Usage counts tokens of one call.
-type Usage struct {
-	PromptTokens     int
-	CompletionTokens int
-	TotalTokens      int
-}
-
-// Message is one conversation entry; the store's type, so a turn sends its
-// stored history without copying it.
-type Message = store.Message
 
 // Request is one chat-completions call: the system prompt, then the stored
 // history, then the current turn's messages.
 type Request struct {
 	System   string
-	History  []Message
-	Messages []Message
+	History  []chat.Message
+	Messages []chat.Message
 	// Tools are offered with tool_choice "auto" unless the model is known
 	// to reject them.
-	Tools []openai.Tool
+	Tools []chat.ToolDef
 	// ToolsJSON, when set, is Tools already encoded as a JSON array (the
 	// registry caches it: the definitions are the same every turn).
 	ToolsJSON []byte
@@ -44,8 +33,8 @@ type Request struct {
 // Response is the model's answer.
 type Response struct {
 	Content      string
-	ToolCalls    []openai.ToolCall
-	Usage        Usage
+	ToolCalls    []chat.ToolCall
+	Usage        chat.Usage
 	FinishReason string
 	// ToolsDropped is set when the model rejected tool definitions and the
 	// call was repeated without them.
@@ -69,26 +58,63 @@ type Client struct {
 	noTools sync.Map // model -> true: learned at run time
 }
 
-// New builds the client for cfg's default model (see Select). An error
-// wrapping ErrNoProvider means nothing usable is configured (the gateway
-// starts degraded); any other error means the configured provider cannot be
-// created (exit 1).
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Client, error) {
+// Options configure a Client. OptionsFor builds them from the config.
+type Options struct {
+	// Choice is the provider and model (see Select).
+	Choice Choice
+	// Settings are providers.<name> of the config; an empty APIBase means
+	// the provider's default.
+	Settings config.Provider
+	// MaxTokens and Temperature go with every chat request.
+	MaxTokens   int
+	Temperature float64
+	// Fallbacks are the aggregator's fallback models.
+	Fallbacks []string
+	// ImageModel is the model for /images/generations.
+	ImageModel string
+	Log        *slog.Logger
+}
+
+// OptionsFor returns the options for choice as cfg configures them.
+func OptionsFor(cfg *config.Config, choice Choice, log *slog.Logger) (Options, error) {
+	p, ok := cfg.Provider(choice.Name)
+	if !ok {
+		return Options{}, fmt.Errorf("provider: unknown provider %q; use one of %s", choice.Name, strings.Join(config.ProviderNames, ", "))
+	}
+	d := cfg.Agents.Defaults
+	o := Options{Choice: choice, Settings: *p, MaxTokens: d.MaxTokens, Temperature: d.Temperature,
+		ImageModel: cfg.Tools.Image.Model, Log: log}
+	if choice.Name == "openrouter" {
+		o.Fallbacks = d.FallbackModels
+	}
+	return o, nil
+}
+
+// FromConfig builds the client for cfg's default model (see Select). An
+// error wrapping ErrNoProvider means nothing usable is configured (the
+// gateway starts degraded); any other error means the configured provider
+// cannot be created (exit 1).
+func FromConfig(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Client, error) {
 	choice, err := Select(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return NewNamed(ctx, cfg, choice, log)
+	o, err := OptionsFor(cfg, choice, log)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, o)
 }
 
-// NewNamed builds a client for choice.Name with choice.Model (which may be
-// empty for listing models).
-func NewNamed(ctx context.Context, cfg *config.Config, choice Choice, log *slog.Logger) (*Client, error) {
+// New builds a client for o.Choice (whose model may be empty for listing
+// models).
+func New(ctx context.Context, o Options) (*Client, error) {
+	log := o.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	p, ok := cfg.Provider(choice.Name)
-	if !ok {
+	choice, p := o.Choice, o.Settings
+	if _, ok := config.Default().Provider(choice.Name); !ok {
 		return nil, fmt.Errorf("provider: unknown provider %q; use one of %s", choice.Name, strings.Join(config.ProviderNames, ", "))
 	}
 	base := strings.TrimRight(p.APIBase, "/")
@@ -114,23 +140,19 @@ func NewNamed(ctx context.Context, cfg *config.Config, choice Choice, log *slog.
 	oc := openai.DefaultConfig(p.APIKey.Value())
 	oc.BaseURL = base
 	oc.HTTPClient = tr
-	d := cfg.Agents.Defaults
-	c := &Client{
+	return &Client{
 		name:        choice.Name,
 		choice:      choice,
 		key:         p.APIKey.Value(),
 		base:        base,
 		oa:          openai.NewClientWithConfig(oc),
 		tr:          tr,
-		maxTokens:   d.MaxTokens,
-		temperature: d.Temperature,
-		imageModel:  cfg.Tools.Image.Model,
+		maxTokens:   o.MaxTokens,
+		temperature: o.Temperature,
+		fallbacks:   o.Fallbacks,
+		imageModel:  o.ImageModel,
 		log:         log,
-	}
-	if choice.Name == "openrouter" {
-		c.fallbacks = d.FallbackModels
-	}
-	return c, nil
+	}, nil
 }
 
 // Name is the provider's name.
@@ -164,7 +186,7 @@ func (c *Client) Chat(ctx context.Context, r Request) (*Response, error) {
 	return resp, err
 }
 
-func (c *Client) chat(ctx context.Context, model string, r Request, tools []openai.Tool, toolsJSON []byte) (*Response, error) {
+func (c *Client) chat(ctx context.Context, model string, r Request, tools []chat.ToolDef, toolsJSON []byte) (*Response, error) {
 	b := chatBody{model: model}
 	if len(tools) > 0 {
 		b.toolsJSON = toolsJSON
@@ -213,14 +235,21 @@ func (c *Client) chat(ctx context.Context, model string, r Request, tools []open
 		return nil, &Error{Kind: KindUpstream, Provider: c.name, Model: c.choice.Configured, Message: "the response has no choices"}
 	}
 	ch := out.Choices[0]
+	var calls []chat.ToolCall
+	if n := len(ch.Message.ToolCalls); n > 0 {
+		calls = make([]chat.ToolCall, n)
+		for i, tc := range ch.Message.ToolCalls {
+			calls[i] = chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+		}
+	}
 	return &Response{
 		Content:      ch.Message.Content,
-		ToolCalls:    ch.Message.ToolCalls,
+		ToolCalls:    calls,
 		FinishReason: string(ch.FinishReason),
-		Usage: Usage{
-			PromptTokens:     out.Usage.PromptTokens,
-			CompletionTokens: out.Usage.CompletionTokens,
-			TotalTokens:      out.Usage.TotalTokens,
+		Usage: chat.Usage{
+			PromptTokens:     int64(out.Usage.PromptTokens),
+			CompletionTokens: int64(out.Usage.CompletionTokens),
+			TotalTokens:      int64(out.Usage.TotalTokens),
 		},
 	}, nil
 }

@@ -5,7 +5,7 @@
 // Every supported provider (openai, openrouter, anthropic, gemini, groq,
 // deepseek, ollama) speaks the OpenAI chat-completions protocol at its
 // api_base, so one client (go-openai) serves them all. Select picks the
-// provider and the upstream model name from the config (spec §4.3): an
+// provider and the upstream model name from the config: an
 // explicit agents.defaults.provider wins; an aggregator vendor prefix
 // (openai/, anthropic/, google/, meta-llama/, deepseek/, openrouter/) selects
 // openrouter; then the model's own provider prefix or family; then

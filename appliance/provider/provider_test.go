@@ -19,8 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sashabaranov/go-openai"
-
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/provider/providertest"
 )
@@ -134,7 +133,7 @@ func newTestClient(t *testing.T, fake *providertest.Server, mutate func(c *confi
 			mutate(c)
 		}
 	})
-	cl, err := New(context.Background(), cfg, nil)
+	cl, err := FromConfig(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,15 +141,15 @@ func newTestClient(t *testing.T, fake *providertest.Server, mutate func(c *confi
 	return cl
 }
 
-func userMsg(s string) []Message {
-	return []Message{{Role: "user", Content: s}}
+func userMsg(s string) []chat.Message {
+	return []chat.Message{{Role: "user", Content: s}}
 }
 
 func TestChatSendsDocumentedFields(t *testing.T) {
 	fake := providertest.New()
 	defer fake.Close()
 	cl := newTestClient(t, fake, func(c *config.Config) { c.Agents.Defaults.FallbackModels = []string{"anthropic/claude-3.5-haiku"} })
-	tools := []openai.Tool{{Type: "function", Function: &openai.FunctionDefinition{Name: "t", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}}
+	tools := []chat.ToolDef{{Name: "t", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
 	resp, err := cl.Chat(context.Background(), Request{Messages: userMsg("hello"), Tools: tools})
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +317,7 @@ func TestUnreachable(t *testing.T) {
 		c.Providers.OpenRouter.APIBase = base
 		c.Agents.Defaults.Model = "openai/x"
 	})
-	cl, _ := New(context.Background(), cfg, nil)
+	cl, _ := FromConfig(context.Background(), cfg, nil)
 	cl.tr.policy.BaseDelay = time.Millisecond
 	_, err := cl.Chat(context.Background(), Request{Messages: userMsg("x")})
 	var pe *Error
@@ -333,7 +332,7 @@ func TestModelRejectingToolsIsRemembered(t *testing.T) {
 	defer fake.Close()
 	cl := newTestClient(t, fake, nil)
 	fake.Enqueue(providertest.Reply{Status: 400, ErrorMessage: "registry.ollama.ai/library/gemma:2b does not support tools"})
-	tools := []openai.Tool{{Type: "function", Function: &openai.FunctionDefinition{Name: "t", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	tools := []chat.ToolDef{{Name: "t", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	resp, err := cl.Chat(context.Background(), Request{Messages: userMsg("a"), Tools: tools})
 	if err != nil || !resp.ToolsDropped {
 		t.Fatalf("resp %+v err %v", resp, err)
@@ -428,7 +427,7 @@ func TestADCTokensFromServiceAccount(t *testing.T) {
 		c.Agents.Defaults.Provider = "gemini"
 		c.Agents.Defaults.Model = "gemini/gemini-2.0-flash"
 	})
-	cl, err := New(context.Background(), cfg, nil)
+	cl, err := FromConfig(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +452,7 @@ func TestADCUnreadableIsCreationError(t *testing.T) {
 		c.Agents.Defaults.Provider = "gemini"
 		c.Agents.Defaults.Model = "gemini-2.0-flash"
 	})
-	_, err := New(context.Background(), cfg, nil)
+	_, err := FromConfig(context.Background(), cfg, nil)
 	if err == nil || errors.Is(err, ErrNoProvider) || !strings.Contains(err.Error(), "providers.gemini.auth_method") {
 		t.Fatalf("err = %v", err)
 	}
@@ -496,7 +495,7 @@ func TestADCAuthorizedUser(t *testing.T) {
 		c.Agents.Defaults.Provider = "gemini"
 		c.Agents.Defaults.Model = "gemini-2.0-flash"
 	})
-	cl, err := New(context.Background(), cfg, nil)
+	cl, err := FromConfig(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,14 +506,14 @@ func TestADCAuthorizedUser(t *testing.T) {
 	}
 	// Revoked credentials: a clear error, not a retry storm.
 	write(`{"type":"authorized_user","client_id":"cid","client_secret":"cs","refresh_token":"revoked","token_uri":"` + tokenSrv.URL + `"}`)
-	cl2, _ := New(context.Background(), cfg, nil)
+	cl2, _ := FromConfig(context.Background(), cfg, nil)
 	_, err = cl2.Chat(context.Background(), Request{Messages: userMsg("c")})
 	if err == nil || !strings.Contains(err.Error(), "application-default login") || !strings.Contains(err.Error(), "authentication failed") {
 		t.Fatalf("revoked: %v", err)
 	}
 	// An unsupported credential type is a creation error.
 	write(`{"type":"external_account"}`)
-	if _, err := New(context.Background(), cfg, nil); err == nil || !strings.Contains(err.Error(), "external_account") {
+	if _, err := FromConfig(context.Background(), cfg, nil); err == nil || !strings.Contains(err.Error(), "external_account") {
 		t.Fatalf("external_account: %v", err)
 	}
 }

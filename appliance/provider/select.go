@@ -7,7 +7,8 @@ import (
 	"github.com/perchhq/perch/appliance/config"
 )
 
-// aggregatorPrefixes select openrouter (spec §4.3 rule 1; CONTRACT.md).
+// aggregatorPrefixes select openrouter: model names that carry a vendor
+// prefix are the aggregator's way of naming models of many vendors.
 var aggregatorPrefixes = []string{"openrouter/", "anthropic/", "openai/", "google/", "meta-llama/", "deepseek/"}
 
 // Choice is the result of Select.
@@ -148,7 +149,7 @@ func family(model string) string {
 
 // upstreamModel strips vendor prefixes the provider itself does not use: the
 // cloud-model provider wants "gemini-2.0-flash", not "google/gemini-2.0-flash"
-// (spec §4.3 rule 3); direct vendors want their bare names.
+// (the cloud provider rejects prefixed names); direct vendors want their bare names.
 func upstreamModel(provider, model string) string {
 	switch provider {
 	case "openrouter":

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sashabaranov/go-openai"
+
+	"github.com/perchhq/perch/appliance/chat"
 )
 
 // The chat call is encoded here rather than by go-openai's client, for three
@@ -43,10 +45,10 @@ func encodeChat(buf *bytes.Buffer, b chatBody, r Request) error {
 	out = append(out, `,"messages":[`...)
 	first := true
 	if r.System != "" {
-		out = appendMessage(out, &Message{Role: "system", Content: r.System})
+		out = appendMessage(out, &chat.Message{Role: chat.RoleSystem, Content: r.System})
 		first = false
 	}
-	for _, part := range [2][]Message{r.History, r.Messages} {
+	for _, part := range [2][]chat.Message{r.History, r.Messages} {
 		for i := range part {
 			if !first {
 				out = append(out, ',')
@@ -89,7 +91,7 @@ func encodeChat(buf *bytes.Buffer, b chatBody, r Request) error {
 	return nil
 }
 
-func appendMessage(out []byte, m *Message) []byte {
+func appendMessage(out []byte, m *chat.Message) []byte {
 	out = append(out, `{"role":`...)
 	out = appendString(out, m.Role)
 	switch {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sashabaranov/go-openai"
 
-	"github.com/perchhq/perch/store"
+	"github.com/perchhq/perch/appliance/chat"
 )
 
 func stdString(s string) string {
@@ -43,15 +43,15 @@ func FuzzAppendString(f *testing.F) {
 // TestEncodeChatMatchesGoOpenAI: our body decodes to what go-openai's own
 // encoding of the same request decodes to.
 func TestEncodeChatMatchesGoOpenAI(t *testing.T) {
-	history := []Message{
+	history := []chat.Message{
 		{Role: "user", Content: "read \"a.txt\"\n", Time: 1},
-		{Role: "assistant", ToolCalls: []store.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"a.txt"}`}}},
+		{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"a.txt"}`}}},
 		{Role: "tool", Name: "read_file", ToolCallID: "c1", Content: "data"},
 	}
-	turn := []Message{{Role: "user", Content: "and now <b>?"}}
-	tools := []openai.Tool{{Type: "function", Function: &openai.FunctionDefinition{Name: "read_file", Description: "d",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}}
-	toolsJSON, _ := json.Marshal(tools)
+	turn := []chat.Message{{Role: "user", Content: "and now <b>?"}}
+	schema := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)
+	tools := []openai.Tool{{Type: "function", Function: &openai.FunctionDefinition{Name: "read_file", Description: "d", Parameters: schema}}}
+	toolsJSON, _ := json.Marshal([]chat.ToolDef{{Name: "read_file", Description: "d", Parameters: schema}})
 	var buf bytes.Buffer
 	temp := 0.0
 	req := Request{System: "be brief <ok>", History: history, Messages: turn}
@@ -84,11 +84,11 @@ func TestEncodeChatMatchesGoOpenAI(t *testing.T) {
 }
 
 func BenchmarkEncodeChat(b *testing.B) {
-	hist := make([]Message, 200)
+	hist := make([]chat.Message, 200)
 	ref := make([]openai.ChatCompletionMessage, 200)
 	for i := range hist {
 		role := []string{"user", "assistant"}[i%2]
-		hist[i] = Message{Role: role, Content: "hello, how are you today? fine thanks"}
+		hist[i] = chat.Message{Role: role, Content: "hello, how are you today? fine thanks"}
 		ref[i] = openai.ChatCompletionMessage{Role: role, Content: hist[i].Content}
 	}
 	temp := 0.7

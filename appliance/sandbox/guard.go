@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// The deny list (spec §8) is a guard rail, not the security boundary: it
+// The deny list is a guard rail, not the security boundary: it
 // refuses the well-known destructive commands early and with a clear reason,
 // so a model that asks for `rm -rf` or `reboot` learns why at once. It
 // cannot see through variables filled at run time, scripts written to files

@@ -41,10 +41,32 @@ type launchSpec struct {
 	ABI    int        `json:"abi"`
 	Rules  []pathRule `json:"rules,omitempty"`
 	Limits Limits     `json:"limits"`
-	Cgroup string     `json:"cgroup,omitempty"`
-	// DenyUnix installs the seccomp filter against UNIX sockets (root on
-	// a Landlock ABI below 9).
+	// Cgroups are the command's cgroups, joined before anything runs;
+	// TasksLimited: one of them holds the process budget (pids.max).
+	Cgroups      []string `json:"cgroups,omitempty"`
+	TasksLimited bool     `json:"tasks_limited,omitempty"`
+	// Protect makes the seccomp filter refuse signals to the supervisor
+	// and the gateway (GatewayPID, and its group GatewayPGID); KeepGroup
+	// refuses setsid and setpgid (seccomp.go).
+	Protect     bool `json:"protect,omitempty"`
+	GatewayPID  int  `json:"gateway_pid,omitempty"`
+	GatewayPGID int  `json:"gateway_pgid,omitempty"`
+	KeepGroup   bool `json:"keep_group,omitempty"`
+	// DenyUnix makes the seccomp filter refuse UNIX sockets (root on a
+	// Landlock ABI below 9).
 	DenyUnix bool `json:"deny_unix,omitempty"`
+	// SetUser: the command runs as UID:GID with Groups (a root gateway's
+	// tools.exec.user).
+	SetUser bool  `json:"set_user,omitempty"`
+	UID     int   `json:"uid,omitempty"`
+	GID     int   `json:"gid,omitempty"`
+	Groups  []int `json:"groups,omitempty"`
+	// Hide is a directory above Workspace that the command's user cannot
+	// pass through; the workspace is revealed under it (reveal.go) and
+	// the command starts in Dir.
+	Hide      string `json:"hide,omitempty"`
+	Workspace string `json:"ws,omitempty"`
+	Dir       string `json:"dir,omitempty"`
 }
 
 // RunLauncher runs the launcher stage named by args[0] with the JSON spec
@@ -58,10 +80,11 @@ type launchSpec struct {
 // included), so nothing a command starts outlives it. It exits with the
 // shell's status (128+signal when the shell was killed).
 //
-// The confine stage joins the pids cgroup (root only), sets no_new_privs,
-// applies the Landlock ruleset, refuses UNIX sockets (root below Landlock
-// ABI 9), drops every capability (root only), sets the resource limits and
-// execs /bin/sh -c. All of it happens on one locked
+// The confine stage joins the pids cgroup (root only), reveals the
+// workspace where the command's user cannot reach it by path, sets
+// no_new_privs, applies the Landlock ruleset, drops every capability and
+// becomes tools.exec.user (root only), installs the seccomp filter
+// (seccomp.go), sets the resource limits and execs /bin/sh -c. All of it happens on one locked
 // thread right before execve, so the restrictions bind the shell and all it
 // starts, and never the supervisor or the gateway.
 func RunLauncher(args []string) int {
@@ -76,7 +99,7 @@ func RunLauncher(args []string) int {
 	}
 	switch args[0] {
 	case stageSupervise:
-		return supervise(args[1])
+		return supervise(&spec, args[1])
 	case stageConfine:
 		return confine(&spec)
 	}
@@ -84,7 +107,7 @@ func RunLauncher(args []string) int {
 	return 2
 }
 
-func supervise(rawSpec string) int {
+func supervise(spec *launchSpec, rawSpec string) int {
 	status := os.NewFile(statusFD, "status")
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(status, "error: "+format, a...)
@@ -96,17 +119,25 @@ func supervise(rawSpec string) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if spec.Hide != "" {
+		// A mount namespace of the command's own, for reveal; Go makes
+		// its mounts private before the confine stage starts.
+		sys.Unshareflags = syscall.CLONE_NEWNS
+	}
 	// /proc/self/exe is this very binary even if a package upgrade has
 	// replaced the file on disk since the gateway started.
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{"perch", LauncherArg, stageConfine, rawSpec},
 		&syscall.ProcAttr{
 			Env:   os.Environ(), // launcherEnv: Go runtime settings only
 			Files: []uintptr{0, 1, 2, statusFD},
-			Sys:   &syscall.SysProcAttr{Setpgid: true},
+			Sys:   sys,
 		})
 	if err != nil {
 		return fail("starting the confined shell: %v", err)
 	}
+	// The gateway kills this group if the supervisor dies unexpectedly.
+	fmt.Fprintf(status, "pgid %d\n", pid)
 	status.Close()
 
 	// The shell is killed through a pidfd so that a signal arriving just as
@@ -183,35 +214,67 @@ func confine(spec *launchSpec) int {
 		return 126
 	}
 
-	if spec.Cgroup != "" {
-		if err := joinCgroupDir(spec.Cgroup); err != nil {
-			return fail("joining the pids cgroup: %v", err)
+	for _, dir := range spec.Cgroups {
+		if err := joinCgroupDir(dir); err != nil {
+			return fail("joining the command's cgroup: %v", err)
+		}
+	}
+	if spec.Hide != "" {
+		if err := reveal(spec.Hide, spec.Workspace); err != nil {
+			return fail("%v", err)
+		}
+		if err := os.Chdir(spec.Dir); err != nil {
+			return fail("entering %s: %v", spec.Dir, err)
 		}
 	}
 	// RLIMIT_NPROC counts all tasks of the real user, so the budget goes on
-	// top of what the user already runs. Root is exempt from it (the cgroup
-	// above holds root's commands instead).
+	// top of what the user already runs. Root is exempt from it, and needs
+	// the cgroup above.
+	uid := os.Getuid()
+	if spec.SetUser {
+		uid = spec.UID
+	}
 	nproc := spec.Limits.Processes
-	if uid := os.Getuid(); uid != 0 {
+	switch {
+	case spec.TasksLimited:
+		// The pids cgroup holds the command exactly; counting the user's
+		// tasks costs a walk of /proc per command.
+		nproc = ^uint64(0)
+	case uid != 0:
 		nproc += tasksOfUser(uid)
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("setting no_new_privs: %v", err)
 	}
+	// Landlock first, as root: the rules open their paths, some of which
+	// the command's user could not even name.
 	if spec.ABI > 0 {
 		if err := applyLandlock(spec.ABI, spec.Rules); err != nil {
 			return fail("applying the Landlock ruleset: %v", err)
 		}
 	}
-	if spec.DenyUnix {
-		if err := denyUnixSockets(); err != nil {
-			return fail("%v", err)
-		}
-	}
 	if os.Geteuid() == 0 {
-		if err := dropCapabilities(); err != nil {
+		// The bounding set needs CAP_SETPCAP, the user switch CAP_SETUID
+		// and CAP_SETGID: drop the rest after both.
+		if err := dropBoundingSet(); err != nil {
 			return fail("dropping root's capabilities: %v", err)
 		}
+		if spec.SetUser {
+			if err := switchUser(spec.UID, spec.GID, spec.Groups); err != nil {
+				return fail("becoming user %d (tools.exec.user): %v", spec.UID, err)
+			}
+		}
+		if err := clearCapabilities(); err != nil {
+			return fail("dropping root's capabilities: %v", err)
+		}
+	}
+	filter := filterSpec{DenyUnix: spec.DenyUnix, NoNewGroups: spec.KeepGroup}
+	if spec.Protect {
+		sup := int32(os.Getppid())
+		filter.Targets = []int32{-1, sup, -sup, int32(spec.GatewayPID), -int32(spec.GatewayPGID)}
+	}
+	if err := installFilter(filter); err != nil {
+		return fail("%v", err)
 	}
 	// Everything execve needs is allocated before the limits: past them the
 	// Go runtime may be unable to grow its heap (address space, data).
@@ -227,6 +290,9 @@ func confine(spec *launchSpec) int {
 	if err != nil {
 		return fail("preparing the environment: %v", err)
 	}
+	if err := closeInherited(); err != nil {
+		return fail("%v", err)
+	}
 	if err := setLimits(spec.Limits, nproc); err != nil {
 		return fail("%v", err)
 	}
@@ -235,11 +301,9 @@ func confine(spec *launchSpec) int {
 	return fail("running /bin/sh: %v", errno)
 }
 
-// dropCapabilities empties the bounding, ambient, inheritable, permitted and
-// effective sets of this thread, so a command run by a root gateway is uid 0
-// without any power: it cannot load modules, reboot, mount, make device
-// nodes, bypass file permissions or raise its limits.
-func dropCapabilities() error {
+// dropBoundingSet empties the bounding and ambient capability sets of this
+// thread, so nothing the command runs can gain a capability back.
+func dropBoundingSet() error {
 	for c := 0; c < 64; c++ {
 		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
 		if err == unix.EINVAL {
@@ -252,6 +316,14 @@ func dropCapabilities() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
 		return fmt.Errorf("clearing ambient capabilities: %w", err)
 	}
+	return nil
+}
+
+// clearCapabilities empties the inheritable, permitted and effective sets
+// of this thread, so a command run by a root gateway as root (tools.exec.user
+// root) is uid 0 without any power: it cannot load modules, reboot, mount,
+// make device nodes, bypass file permissions or raise its limits.
+func clearCapabilities() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capset(&hdr, &data[0]); err != nil {

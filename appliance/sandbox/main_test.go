@@ -11,26 +11,6 @@ import (
 	"time"
 )
 
-// TestMain lets the test binary act as the launcher, as cmd/perch does: the
-// Runner re-executes /proc/self/exe with LauncherArg.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == LauncherArg {
-		os.Exit(RunLauncher(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == unixClientArg {
-		os.Exit(unixClient(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == unprivilegedHelperArg {
-		os.Exit(unprivilegedHelper(os.Args[2:]))
-	}
-	// Under -race every Go process sleeps a second at exit by default,
-	// and each command's launcher is one; the launcher inherits GORACE.
-	if _, ok := os.LookupEnv("GORACE"); !ok {
-		os.Setenv("GORACE", "atexit_sleep_ms=0")
-	}
-	os.Exit(m.Run())
-}
-
 // quietLog discards the Runner's start-up report.
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -43,7 +23,7 @@ type fixture struct {
 	content string // what secret holds
 }
 
-func newFixture(t *testing.T) fixture {
+func newFixture(t testing.TB) fixture {
 	t.Helper()
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {

@@ -23,10 +23,15 @@ func procEntries() []int {
 	return pids
 }
 
-// childrenOf returns the processes whose parent is ppid. It reads
-// /proc/*/stat because /proc/PID/task/TID/children needs
-// CONFIG_PROC_CHILDREN, which many kernels lack.
+// childrenOf returns the processes whose parent is ppid. It reads the
+// children lists of ppid's threads (/proc/PID/task/TID/children), and where
+// the kernel lacks them (CONFIG_PROC_CHILDREN) every /proc/*/stat: on a busy
+// host that is thousands of files per call, and the supervisor calls it in
+// every round of reaping.
 func childrenOf(ppid int) []int {
+	if out, ok := childrenLists(ppid); ok {
+		return out
+	}
 	var out []int
 	buf := make([]byte, 512)
 	for _, pid := range procEntries() {
@@ -91,4 +96,31 @@ func tasksOfUser(uid int) uint64 {
 		}
 	}
 	return total
+}
+
+// childrenLists reads the children files of ppid's threads; ok is false
+// where the kernel has none.
+func childrenLists(ppid int) (out []int, ok bool) {
+	dir := "/proc/" + strconv.Itoa(ppid) + "/task"
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, false
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, tid := range tids {
+		b, err := os.ReadFile(dir + "/" + tid + "/children")
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil, false
+			}
+			continue // the thread ended
+		}
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out, true
 }

@@ -210,36 +210,59 @@ func TestTempDirIsPrivateAndRemoved(t *testing.T) {
 	}
 }
 
-// TestTempDirSymlinkSwapStaysInside: a command that replaces .tmp with a
-// link out of the workspace cannot make the gateway create or delete there.
-func TestTempDirSymlinkSwapStaysInside(t *testing.T) {
+// TestTempDirSwapIsRepaired: a command that replaces .tmp with a link out
+// of the workspace (or a file, or a dangling link) cannot make the gateway
+// create, list or delete outside, nor disable later commands: the next run,
+// in this gateway or the next one, puts a fresh .tmp back.
+func TestTempDirSwapIsRepaired(t *testing.T) {
 	f := newFixture(t)
-	r := f.newRunner(t, Options{})
 	target := filepath.Join(f.base, "elsewhere")
 	if err := os.Mkdir(target, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	keep := filepath.Join(target, "exec-2-keep")
-	if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+	stale := filepath.Join(target, "exec-2-stale")
+	if err := os.Mkdir(stale, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	day := time.Now().Add(-25 * time.Hour)
+	if err := os.Chtimes(stale, day, day); err != nil {
+		t.Fatal(err)
+	}
+	r := f.newRunner(t, Options{})
 	// Landlock would refuse the link's target anyway; drop to the
 	// degraded mode so only the gateway's own care is tested.
 	r.abi = 0
-	res := run(t, r, "rm -r .tmp && ln -s "+target+" .tmp")
-	if res.ExitCode != 0 {
-		t.Fatalf("swap: %q", res.Output)
-	}
-	_, err := r.Run(context.Background(), Command{Line: "true"})
-	if err == nil {
-		t.Errorf("the next run used a temp dir through the link")
-	}
-	if _, err := os.Stat(keep); err != nil {
-		t.Errorf("a file outside was removed: %v", err)
+	for _, swap := range []string{
+		"rm -r .tmp && ln -s " + target + " .tmp",
+		"rm -r .tmp && echo x > .tmp",
+		"rm -r .tmp && ln -s missing .tmp",
+		"rm -r .tmp && mkdir -p inside && ln -s inside .tmp",
+	} {
+		if res := run(t, r, swap); res.ExitCode != 0 {
+			t.Fatalf("%q: %q", swap, res.Output)
+		}
+		res, err := r.Run(context.Background(), Command{Line: `echo x > "$TMPDIR/f" && cat "$TMPDIR/f" && echo "$TMPDIR"`})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("after %q the next command failed: %v %q", swap, err, res.Output)
+		}
+		fi, err := os.Lstat(filepath.Join(f.ws, ".tmp"))
+		if err != nil || !fi.IsDir() {
+			t.Errorf("after %q .tmp is not a directory again: %v %v", swap, fi, err)
+		}
+		// A new gateway on this workspace starts and runs commands too.
+		if res := run(t, r, swap); res.ExitCode != 0 {
+			t.Fatalf("%q: %q", swap, res.Output)
+		}
+		r2 := f.newRunner(t, Options{})
+		r2.abi = 0
+		if res := run(t, r2, "echo ok"); strings.TrimSpace(res.Output) != "ok" {
+			t.Errorf("after %q a restarted gateway's command: %q", swap, res.Output)
+		}
+		_ = os.RemoveAll(filepath.Join(f.ws, "inside"))
 	}
 	entries, _ := os.ReadDir(target)
-	if len(entries) != 1 {
-		t.Errorf("the gateway created in the link's target: %v", entries)
+	if len(entries) != 1 || entries[0].Name() != "exec-2-stale" {
+		t.Errorf("the gateway created or removed in the link's target: %v", entries)
 	}
 }
 
@@ -533,8 +556,24 @@ func unixClient(args []string) int {
 // Landlock ABI 9 refuses it; below that, a root gateway's commands get no
 // UNIX sockets at all.
 func TestOutsideUnixSocketsUnreachable(t *testing.T) {
+	for _, user := range execUsers() {
+		t.Run("exec-user="+user, func(t *testing.T) { testOutsideUnixSockets(t, user) })
+	}
+}
+
+// execUsers are the tools.exec.user values worth testing as this user:
+// under a root gateway the default (nobody) and root, which keeps commands
+// uid 0; an unprivileged gateway ignores the setting.
+func execUsers() []string {
+	if os.Geteuid() == 0 {
+		return []string{DefaultExecUser, "root"}
+	}
+	return []string{DefaultExecUser}
+}
+
+func testOutsideUnixSockets(t *testing.T, user string) {
 	f := newFixture(t)
-	r := f.newRunner(t, Options{})
+	r := f.newRunner(t, Options{User: user, Limits: clientLimits()})
 	requireLandlock(t, r)
 	if r.abi < 9 && os.Geteuid() != 0 {
 		t.Skipf("Landlock ABI %d cannot restrict UNIX sockets and the gateway is unprivileged, where commands may reach what its user can (README.md, Security model)", r.abi)
@@ -561,8 +600,8 @@ func TestOutsideUnixSocketsUnreachable(t *testing.T) {
 			}
 		}()
 		res := run(t, r, "./client "+unixClientArg+" "+addr)
-		if res.ExitCode == 0 || strings.Contains(res.Output, "connected") {
-			t.Errorf("%s: the command connected: %q", addr, res.Output)
+		if res.ExitCode == 0 || strings.Contains(res.Output, "connected") || !strings.Contains(res.Output, "dial:") {
+			t.Errorf("%s: exit %d %q, want the client to run and fail to dial", addr, res.ExitCode, res.Output)
 		}
 	}
 	if n := got.Load(); n != 0 {

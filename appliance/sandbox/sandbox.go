@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +19,7 @@ import (
 
 // Defaults.
 const (
-	// DefaultTimeout is spec §8's shell command timeout
+	// DefaultTimeout is the shell command timeout
 	// (tools.exec.timeout_seconds).
 	DefaultTimeout = 60 * time.Second
 	// DefaultMaxOutput caps the combined output kept per command; with
@@ -116,6 +114,10 @@ type Options struct {
 	// private keys are always protected. The workspace must not contain
 	// one.
 	Secrets []string
+	// User is who commands run as when the gateway runs as root
+	// (tools.exec.user): a user name or a numeric uid, nobody when empty.
+	// An unprivileged gateway's commands run as the gateway's user.
+	User string
 	// Log receives the start-up report and warnings (slog.Default when nil).
 	Log *slog.Logger
 }
@@ -160,9 +162,12 @@ type Runner struct {
 	secrets   secrets
 	log       *slog.Logger
 
-	abi     int    // Landlock ABI in use; 0 when unavailable
-	why     string // why Landlock is unavailable
-	cgroups *pidsCgroups
+	user    *execUser // who commands run as, when not the gateway's user
+	hide    string    // a parent of ws user cannot pass through (reveal.go)
+	abi     int       // Landlock ABI in use; 0 when unavailable
+	why     string    // why Landlock is unavailable
+	cgroups *cgroups  // where each command gets a cgroup; nil when nowhere
+	pgid    int       // the gateway's process group (for the seccomp filter)
 	seq     atomic.Uint64
 }
 
@@ -214,28 +219,74 @@ func New(o Options) (*Runner, error) {
 	if _, err := os.Stat("/bin/sh"); err != nil {
 		return nil, fmt.Errorf("sandbox: /bin/sh is missing: %w", err)
 	}
+	if os.Geteuid() == 0 {
+		u, err := lookupExecUser(o.User)
+		if err != nil {
+			return nil, err
+		}
+		if u.uid != 0 {
+			if err := handOver(ws, u, r.log); err != nil {
+				return nil, err
+			}
+			if r.hide, err = hiddenAncestor(ws, u); err != nil {
+				return nil, err
+			}
+			if r.hide != "" {
+				if err := checkHidden(r.hide); err != nil {
+					return nil, err
+				}
+			}
+			r.user = u
+		}
+	}
 	r.abi, r.why = landlockABI()
 	r.removeStaleTemps()
 
-	var procLimit string
+	r.pgid = syscall.Getpgrp()
+
+	cg, cgErr := findCgroups(os.Geteuid() == 0)
+	r.cgroups = cg
+	procLimit := "RLIMIT_NPROC"
 	switch {
-	case os.Geteuid() != 0:
-		procLimit = "RLIMIT_NPROC"
-	default:
-		if cg, err := findPidsCgroups(); err == nil {
-			r.cgroups = cg
-			procLimit = "pids cgroup under " + cg.parent
-		} else {
-			procLimit = "none"
-			r.log.Warn("sandbox: the gateway runs as root, where the kernel ignores RLIMIT_NPROC, and no pids cgroup can be made, so a fork bomb in a command is bounded only by its timeout; run perch as an unprivileged user",
-				"reason", err)
-		}
+	case cg != nil && cg.limitsTasks():
+		procLimit = "pids cgroup"
+	case r.commandUID() == 0:
+		procLimit = "none"
+		r.log.Warn("sandbox: commands run as root (tools.exec.user), where the kernel ignores RLIMIT_NPROC, and no pids cgroup can be made, so a fork bomb in a command is bounded only by its timeout; set tools.exec.user to an unprivileged user",
+			"reason", cgErr)
 	}
-	r.logStartup(procLimit)
+	tree := "cgroup " + cgParent(cg)
+	if cg == nil || cg.parent == "" {
+		tree = "supervisor"
+		if r.protectSupervisor() {
+			tree = "supervisor, signals to it refused, process group kept"
+		}
+		r.log.Info("sandbox: commands get no cgroup of their own; under systemd, perch.service's Delegate= gives the gateway one to make them in", "reason", cgErr)
+	}
+	r.logStartup(procLimit, tree)
 	return r, nil
 }
 
-func (r *Runner) logStartup(procLimit string) {
+// cgParent names where command cgroups are made, for logs and tests.
+func cgParent(c *cgroups) string {
+	if c == nil {
+		return ""
+	}
+	if c.parent != "" {
+		return c.parent
+	}
+	return c.v1Pids
+}
+
+// protectSupervisor: below Landlock ABI 6 nothing stops a command from
+// signalling processes of its own user, the supervisor and the gateway
+// included; the seccomp filter then refuses it (seccomp.go). A command run
+// as another user (tools.exec.user) cannot signal them anyway.
+func (r *Runner) protectSupervisor() bool {
+	return r.abi < 6 && r.commandUID() == os.Geteuid()
+}
+
+func (r *Runner) logStartup(procLimit, tree string) {
 	if r.abi == 0 {
 		if r.require {
 			r.log.Error("sandbox: Landlock is unavailable and tools.exec.require_sandbox is true: exec and command jobs are refused",
@@ -263,10 +314,18 @@ func (r *Runner) logStartup(procLimit string) {
 		}
 	}
 	if r.denyUnix() {
-		r.log.Warn("sandbox: the gateway runs as root and this kernel's Landlock cannot restrict UNIX sockets, so commands get none (no D-Bus, syslog or Docker); run perch as an unprivileged user")
+		r.log.Warn("sandbox: commands run as root (tools.exec.user) and this kernel's Landlock cannot restrict UNIX sockets, so they get none (no D-Bus, syslog or Docker); set tools.exec.user to an unprivileged user")
+	}
+	runAs := "the gateway's user"
+	switch {
+	case r.user != nil:
+		runAs = r.user.name
+	case os.Geteuid() == 0:
+		runAs = "root without capabilities"
+		r.log.Warn("sandbox: tools.exec.user is root: commands can read every root-only file Landlock allows (under /etc, most of all); set it to an unprivileged user such as nobody")
 	}
 	r.log.Info("sandbox ready", "landlock", r.statusText(), "workspace", r.ws,
-		"timeout", r.timeout, "process_limit", procLimit, "root", os.Geteuid() == 0)
+		"timeout", r.timeout, "process_limit", procLimit, "tree_ends_by", tree, "commands_run_as", runAs)
 }
 
 // Status reports the sandbox for the /ready "sandbox" check: "landlock ABI
@@ -283,9 +342,17 @@ func (r *Runner) statusText() string {
 	return "unavailable: " + r.why
 }
 
-// denyUnix: a root gateway's commands get no UNIX sockets where Landlock
-// cannot restrict connecting to them (see seccomp.go).
-func (r *Runner) denyUnix() bool { return os.Geteuid() == 0 && r.abi < 9 }
+// commandUID is the user commands run as.
+func (r *Runner) commandUID() int {
+	if r.user != nil {
+		return r.user.uid
+	}
+	return os.Geteuid()
+}
+
+// denyUnix: commands run as root get no UNIX sockets where Landlock cannot
+// restrict connecting to them (see seccomp.go).
+func (r *Runner) denyUnix() bool { return r.commandUID() == 0 && r.abi < 9 }
 
 // Workspace returns the workspace's resolved path.
 func (r *Runner) Workspace() string { return r.ws }
@@ -340,12 +407,16 @@ func (r *Runner) Run(ctx context.Context, c Command) (Result, error) {
 		Limits:   r.limits,
 		DenyUnix: r.denyUnix(),
 	}
+	if r.user != nil {
+		spec.SetUser, spec.UID, spec.GID, spec.Groups = true, r.user.uid, r.user.gid, r.user.groups
+		spec.Hide, spec.Workspace, spec.Dir = r.hide, r.ws, dir
+	}
 	if r.abi > 0 {
 		spec.Rules = buildRules(r.ws, readOnlyRoots, devices, r.secrets)
 	}
+	var cg *commandCgroup
 	if r.cgroups != nil {
-		cg, err := r.cgroups.create(fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), n), r.limits.Processes)
-		if err != nil {
+		if cg, err = r.cgroups.create(fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), n), r.limits.Processes); err != nil {
 			return Result{}, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
 		defer func() {
@@ -353,17 +424,24 @@ func (r *Runner) Run(ctx context.Context, c Command) (Result, error) {
 				r.log.Warn("sandbox: cgroup left behind", "err", err)
 			}
 		}()
-		spec.Cgroup = cg
+		spec.Cgroups = cg.dirs()
+		spec.TasksLimited = r.cgroups.limitsTasks()
+	}
+	if r.protectSupervisor() {
+		spec.Protect, spec.GatewayPID, spec.GatewayPGID = true, os.Getpid(), r.pgid
+		// Without a cgroup, the process group is what the gateway kills
+		// the tree by if the supervisor dies: the command may not leave it.
+		spec.KeepGroup = cg == nil || cg.v2 == ""
 	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: encoding the launch spec: %w", err)
 	}
-	return r.launch(ctx, string(raw), launcherEnv(os.LookupEnv), dir, timeout)
+	return r.launch(ctx, string(raw), launcherEnv(os.LookupEnv), dir, timeout, cg)
 }
 
 // launch starts the supervisor and collects output, status and exit code.
-func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir string, timeout time.Duration) (Result, error) {
+func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir string, timeout time.Duration, cg *commandCgroup) (Result, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: output pipe: %w", err)
@@ -423,7 +501,11 @@ func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir s
 		ctxErr = ctx.Err()
 	}
 	if !exited {
-		// The supervisor kills the command's whole tree and exits.
+		// The supervisor kills the command's whole tree and exits; the
+		// cgroup, where there is one, ends it at once.
+		if cg != nil {
+			cg.kill()
+		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-waited:
@@ -433,6 +515,16 @@ func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir s
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-waited
 		}
+	}
+	// The supervisor is gone. It normally took the tree with it; if it was
+	// killed instead, end the tree here: by its cgroup, else by its
+	// process group, which the command could not leave where it could
+	// kill the supervisor (KeepGroup).
+	msg, pgid := readStatus(statR)
+	if cg != nil {
+		cg.kill()
+	} else if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && pgid > 1 {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	select {
 	case <-drained:
@@ -450,7 +542,12 @@ func (r *Runner) launch(ctx context.Context, rawSpec string, env []string, dir s
 		Duration:  time.Since(start),
 		ExitCode:  exitStatus(cmd.ProcessState),
 	}
-	if msg := readStatus(statR); msg != "" {
+	if timedOut {
+		// Killed, as documented, even when the supervisor was stopped
+		// by the SIGTERM itself (before its handler was in place).
+		res.ExitCode = 128 + int(syscall.SIGKILL)
+	}
+	if msg != "" {
 		return res, fmt.Errorf("%w: %s", ErrSetup, msg)
 	}
 	if ctxErr != nil {
@@ -469,11 +566,21 @@ func exitStatus(ps *os.ProcessState) int {
 	return ps.ExitCode()
 }
 
-// readStatus returns the launcher's "error: …" report, if any.
-func readStatus(f *os.File) string {
+// readStatus returns the launcher's "error: …" report, if any, and the
+// command's process group, which the supervisor reports as "pgid N".
+func readStatus(f *os.File) (msg string, pgid int) {
 	b, _ := io.ReadAll(io.LimitReader(f, 4096))
-	msg := strings.TrimSpace(string(b))
-	return strings.TrimPrefix(msg, "error: ")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "pgid "); ok && msg == "" {
+			pgid, _ = strconv.Atoi(v)
+			continue
+		}
+		if line != "" || msg != "" {
+			msg += line + "\n"
+		}
+	}
+	msg = strings.TrimSpace(msg)
+	return strings.TrimPrefix(msg, "error: "), pgid
 }
 
 // resolveDir turns c.Dir into an absolute directory inside the workspace,
@@ -504,57 +611,4 @@ func (r *Runner) resolveDir(d string) (string, error) {
 		return "", fmt.Errorf("%w: %s is a file, not a directory", ErrBadDir, d)
 	}
 	return real, nil
-}
-
-// tempRoot holds the commands' private temp dirs, inside the workspace so
-// the workspace rule covers them and the shared /tmp stays out of reach.
-const tempRoot = ".tmp"
-
-// makeTemp creates a private temp dir for command n and returns its path
-// relative to the workspace. It goes through os.Root so a symlink a command
-// left at .tmp cannot make the gateway create or, later, delete elsewhere.
-func (r *Runner) makeTemp(n uint64) (string, error) {
-	root, err := os.OpenRoot(r.ws)
-	if err != nil {
-		return "", fmt.Errorf("sandbox: opening the workspace: %w", err)
-	}
-	defer root.Close()
-	if err := root.MkdirAll(tempRoot, 0o700); err != nil {
-		return "", fmt.Errorf("sandbox: creating %s in the workspace: %w", tempRoot, err)
-	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	rel := filepath.Join(tempRoot, fmt.Sprintf("exec-%d-%s", n, hex.EncodeToString(rnd[:])))
-	if err := root.Mkdir(rel, 0o700); err != nil {
-		return "", fmt.Errorf("sandbox: creating the command's temp dir: %w", err)
-	}
-	return rel, nil
-}
-
-// staleTempAge is when a temp dir left by a crashed gateway is removed. It
-// is long because gateways may share a workspace and one's running command
-// must keep its dir.
-const staleTempAge = 24 * time.Hour
-
-func (r *Runner) removeStaleTemps() {
-	entries, err := os.ReadDir(filepath.Join(r.ws, tempRoot))
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if fi, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "exec-") && time.Since(fi.ModTime()) > staleTempAge {
-			r.removeTemp(filepath.Join(tempRoot, e.Name()))
-		}
-	}
-}
-
-func (r *Runner) removeTemp(rel string) {
-	root, err := os.OpenRoot(r.ws)
-	if err != nil {
-		return
-	}
-	defer root.Close()
-	if err := root.RemoveAll(rel); err != nil {
-		r.log.Debug("sandbox: temp dir left behind", "dir", rel, "err", err)
-	}
 }

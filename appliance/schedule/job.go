@@ -7,31 +7,15 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/perchhq/perch/appliance/api"
 )
 
-// Schedule says when a job runs: exactly one of AtSeconds, EverySeconds,
-// CronExpr.
-type Schedule struct {
-	AtSeconds    *int64 `json:"at_seconds,omitempty"`
-	EverySeconds *int64 `json:"every_seconds,omitempty"`
-	CronExpr     string `json:"cron_expr,omitempty"`
-	TZ           string `json:"tz,omitempty"`
-}
-
-// Job is a scheduled task (spec §2.6).
-type Job struct {
-	ID         string     `json:"id"`
-	Message    string     `json:"message"`
-	Command    string     `json:"command,omitempty"`
-	Deliver    bool       `json:"deliver"`
-	Channel    string     `json:"channel,omitempty"`
-	To         string     `json:"to,omitempty"`
-	Schedule   Schedule   `json:"schedule"`
-	Enabled    bool       `json:"enabled"`
-	NextRun    *time.Time `json:"next_run,omitempty"`
-	LastRun    *time.Time `json:"last_run,omitempty"`
-	LastResult string     `json:"last_result,omitempty"`
-	Created    time.Time  `json:"created"`
+// record is a job as stored: the listed job plus what only the scheduler
+// needs. Its JSON is the job's, flattened, with created and at beside it.
+type record struct {
+	api.Job
+	Created time.Time `json:"created"`
 	// At is the absolute moment of an at_seconds job, fixed when added.
 	At *time.Time `json:"at,omitempty"`
 }
@@ -40,10 +24,11 @@ type Job struct {
 // model (and the user's wallet).
 const MinEvery = 10
 
-// Validate checks a job as added, naming the field to fix.
-func (j *Job) Validate() error {
+// Validate checks a spec as added, naming the field to fix. Field names are
+// the API's (at_seconds, cron_expr, …); the CLI rewords them as its flags.
+func Validate(spec api.JobSpec) error {
 	var errs []error
-	s := j.Schedule
+	s := spec.Schedule
 	n := 0
 	if s.AtSeconds != nil {
 		n++
@@ -73,50 +58,13 @@ func (j *Job) Validate() error {
 			errs = append(errs, fmt.Errorf("tz %q is not a known time zone (use an IANA name such as Europe/Berlin)", s.TZ))
 		}
 	}
-	if strings.TrimSpace(j.Message) == "" && strings.TrimSpace(j.Command) == "" {
+	if strings.TrimSpace(spec.Message) == "" && strings.TrimSpace(spec.Command) == "" {
 		errs = append(errs, errors.New("message is empty: say what to remind or do (or give a command)"))
 	}
-	if j.Deliver && (j.Channel == "" || j.To == "") {
+	if spec.Deliver && (spec.Channel == "" || spec.To == "") {
 		errs = append(errs, errors.New("deliver needs channel and to (the chat to deliver to)"))
 	}
 	return errors.Join(errs...)
-}
-
-// View is a job as listed: the fields of spec §2.6 plus its state.
-type View struct {
-	ID         string     `json:"id"`
-	Message    string     `json:"message"`
-	Command    string     `json:"command,omitempty"`
-	Deliver    bool       `json:"deliver"`
-	Channel    string     `json:"channel,omitempty"`
-	To         string     `json:"to,omitempty"`
-	Schedule   Schedule   `json:"schedule"`
-	Enabled    bool       `json:"enabled"`
-	NextRun    *time.Time `json:"next_run,omitempty"`
-	LastRun    *time.Time `json:"last_run,omitempty"`
-	LastResult string     `json:"last_result,omitempty"`
-}
-
-// View returns the listed form of j.
-func (j Job) View() View {
-	return View{ID: j.ID, Message: j.Message, Command: j.Command, Deliver: j.Deliver, Channel: j.Channel, To: j.To,
-		Schedule: j.Schedule, Enabled: j.Enabled, NextRun: j.NextRun, LastRun: j.LastRun, LastResult: j.LastResult}
-}
-
-// Describe is a one-line summary for chat and the CLI.
-func (s Schedule) Describe() string {
-	switch {
-	case s.AtSeconds != nil:
-		return fmt.Sprintf("once, %ds after it was added", *s.AtSeconds)
-	case s.EverySeconds != nil:
-		return fmt.Sprintf("every %s", time.Duration(*s.EverySeconds)*time.Second)
-	case s.CronExpr != "":
-		if s.TZ != "" {
-			return fmt.Sprintf("cron %q (%s)", s.CronExpr, s.TZ)
-		}
-		return fmt.Sprintf("cron %q", s.CronExpr)
-	}
-	return "no schedule"
 }
 
 // onceAt is the robfig schedule of a one-time job.

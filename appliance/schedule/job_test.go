@@ -1,9 +1,13 @@
 package schedule
 
 import (
+	"encoding/json"
+
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/perchhq/perch/appliance/api"
 )
 
 func i64(n int64) *int64 { return &n }
@@ -11,40 +15,40 @@ func i64(n int64) *int64 { return &n }
 func TestJobValidate(t *testing.T) {
 	tests := []struct {
 		name string
-		job  Job
+		job  api.JobSpec
 		// want lists substrings of the error; none means valid.
 		want []string
 	}{
-		{"at_seconds", Job{Message: "tea", Schedule: Schedule{AtSeconds: i64(60)}}, nil},
-		{"at_seconds zero", Job{Message: "now", Schedule: Schedule{AtSeconds: i64(0)}}, nil},
-		{"every_seconds minimum", Job{Message: "m", Schedule: Schedule{EverySeconds: i64(MinEvery)}}, nil},
-		{"cron_expr", Job{Message: "m", Schedule: Schedule{CronExpr: "0 9 * * 1-5"}}, nil},
-		{"cron_expr descriptor", Job{Message: "m", Schedule: Schedule{CronExpr: "@daily"}}, nil},
-		{"cron_expr with tz", Job{Message: "m", Schedule: Schedule{CronExpr: "30 7 * * *", TZ: "Europe/Berlin"}}, nil},
-		{"command without message", Job{Command: "uptime", Schedule: Schedule{EverySeconds: i64(60)}}, nil},
-		{"deliver with channel and to", Job{Message: "m", Deliver: true, Channel: "telegram", To: "42", Schedule: Schedule{AtSeconds: i64(5)}}, nil},
+		{"at_seconds", api.JobSpec{Message: "tea", Schedule: api.Schedule{AtSeconds: i64(60)}}, nil},
+		{"at_seconds zero", api.JobSpec{Message: "now", Schedule: api.Schedule{AtSeconds: i64(0)}}, nil},
+		{"every_seconds minimum", api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(MinEvery)}}, nil},
+		{"cron_expr", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "0 9 * * 1-5"}}, nil},
+		{"cron_expr descriptor", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "@daily"}}, nil},
+		{"cron_expr with tz", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "30 7 * * *", TZ: "Europe/Berlin"}}, nil},
+		{"command without message", api.JobSpec{Command: "uptime", Schedule: api.Schedule{EverySeconds: i64(60)}}, nil},
+		{"deliver with channel and to", api.JobSpec{Message: "m", Deliver: true, Channel: "telegram", To: "42", Schedule: api.Schedule{AtSeconds: i64(5)}}, nil},
 
-		{"no schedule", Job{Message: "m"}, []string{"exactly one of at_seconds, every_seconds or cron_expr (got 0)"}},
-		{"two schedules", Job{Message: "m", Schedule: Schedule{AtSeconds: i64(5), EverySeconds: i64(60)}}, []string{"(got 2)"}},
-		{"three schedules", Job{Message: "m", Schedule: Schedule{AtSeconds: i64(5), EverySeconds: i64(60), CronExpr: "* * * * *"}}, []string{"(got 3)"}},
-		{"negative at_seconds", Job{Message: "m", Schedule: Schedule{AtSeconds: i64(-1)}}, []string{"at_seconds must be 0 or more", "got -1"}},
-		{"every_seconds too short", Job{Message: "m", Schedule: Schedule{EverySeconds: i64(MinEvery - 1)}}, []string{"every_seconds must be at least 10", "got 9"}},
-		{"every_seconds zero", Job{Message: "m", Schedule: Schedule{EverySeconds: i64(0)}}, []string{"every_seconds must be at least 10"}},
-		{"cron_expr four fields", Job{Message: "m", Schedule: Schedule{CronExpr: "0 9 * *"}}, []string{`cron_expr "0 9 * *" must have five fields`, "minute hour day-of-month month day-of-week"}},
-		{"cron_expr six fields", Job{Message: "m", Schedule: Schedule{CronExpr: "0 0 9 * * *"}}, []string{"must have five fields"}},
-		{"cron_expr out of range", Job{Message: "m", Schedule: Schedule{CronExpr: "61 * * * *"}}, []string{`cron_expr "61 * * * *": `, "61"}},
-		{"cron_expr garbage", Job{Message: "m", Schedule: Schedule{CronExpr: "a b c d e"}}, []string{`cron_expr "a b c d e": `}},
-		{"cron_expr unknown descriptor", Job{Message: "m", Schedule: Schedule{CronExpr: "@fortnightly"}}, []string{`cron_expr "@fortnightly": `}},
-		{"unknown tz", Job{Message: "m", Schedule: Schedule{CronExpr: "0 9 * * *", TZ: "Mars/Olympus"}}, []string{`tz "Mars/Olympus" is not a known time zone`, "IANA"}},
-		{"empty message", Job{Message: " \n", Schedule: Schedule{AtSeconds: i64(5)}}, []string{"message is empty"}},
-		{"deliver without channel", Job{Message: "m", Deliver: true, To: "42", Schedule: Schedule{AtSeconds: i64(5)}}, []string{"deliver needs channel and to"}},
-		{"deliver without to", Job{Message: "m", Deliver: true, Channel: "telegram", Schedule: Schedule{AtSeconds: i64(5)}}, []string{"deliver needs channel and to"}},
-		{"every fault at once", Job{Deliver: true, Schedule: Schedule{EverySeconds: i64(1), TZ: "Nowhere/Land"}},
+		{"no schedule", api.JobSpec{Message: "m"}, []string{"exactly one of at_seconds, every_seconds or cron_expr (got 0)"}},
+		{"two schedules", api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(5), EverySeconds: i64(60)}}, []string{"(got 2)"}},
+		{"three schedules", api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(5), EverySeconds: i64(60), CronExpr: "* * * * *"}}, []string{"(got 3)"}},
+		{"negative at_seconds", api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(-1)}}, []string{"at_seconds must be 0 or more", "got -1"}},
+		{"every_seconds too short", api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(MinEvery - 1)}}, []string{"every_seconds must be at least 10", "got 9"}},
+		{"every_seconds zero", api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(0)}}, []string{"every_seconds must be at least 10"}},
+		{"cron_expr four fields", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "0 9 * *"}}, []string{`cron_expr "0 9 * *" must have five fields`, "minute hour day-of-month month day-of-week"}},
+		{"cron_expr six fields", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "0 0 9 * * *"}}, []string{"must have five fields"}},
+		{"cron_expr out of range", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "61 * * * *"}}, []string{`cron_expr "61 * * * *": `, "61"}},
+		{"cron_expr garbage", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "a b c d e"}}, []string{`cron_expr "a b c d e": `}},
+		{"cron_expr unknown descriptor", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "@fortnightly"}}, []string{`cron_expr "@fortnightly": `}},
+		{"unknown tz", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "0 9 * * *", TZ: "Mars/Olympus"}}, []string{`tz "Mars/Olympus" is not a known time zone`, "IANA"}},
+		{"empty message", api.JobSpec{Message: " \n", Schedule: api.Schedule{AtSeconds: i64(5)}}, []string{"message is empty"}},
+		{"deliver without channel", api.JobSpec{Message: "m", Deliver: true, To: "42", Schedule: api.Schedule{AtSeconds: i64(5)}}, []string{"deliver needs channel and to"}},
+		{"deliver without to", api.JobSpec{Message: "m", Deliver: true, Channel: "telegram", Schedule: api.Schedule{AtSeconds: i64(5)}}, []string{"deliver needs channel and to"}},
+		{"every fault at once", api.JobSpec{Deliver: true, Schedule: api.Schedule{EverySeconds: i64(1), TZ: "Nowhere/Land"}},
 			[]string{"every_seconds must be at least", "tz \"Nowhere/Land\"", "message is empty", "deliver needs channel and to"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.job.Validate()
+			err := Validate(tt.job)
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("Validate() = %v, want valid", err)
@@ -58,26 +62,6 @@ func TestJobValidate(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
-			}
-		})
-	}
-}
-
-func TestScheduleDescribe(t *testing.T) {
-	tests := []struct {
-		s    Schedule
-		want string
-	}{
-		{Schedule{AtSeconds: i64(30)}, "once, 30s after it was added"},
-		{Schedule{EverySeconds: i64(3600)}, "every 1h0m0s"},
-		{Schedule{CronExpr: "0 9 * * *"}, `cron "0 9 * * *"`},
-		{Schedule{CronExpr: "0 9 * * *", TZ: "Asia/Tokyo"}, `cron "0 9 * * *" (Asia/Tokyo)`},
-		{Schedule{}, "no schedule"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			if got := tt.s.Describe(); got != tt.want {
-				t.Errorf("Describe() = %q, want %q", got, tt.want)
 			}
 		})
 	}
@@ -100,16 +84,25 @@ func TestOnceAtAndEveryN(t *testing.T) {
 	}
 }
 
-// View carries exactly the listed fields: no created or at.
-func TestView(t *testing.T) {
-	now := time.Now().UTC()
-	j := Job{ID: "ab12", Message: "m", Command: "c", Deliver: true, Channel: "telegram", To: "42",
-		Schedule: Schedule{EverySeconds: i64(60)}, Enabled: true, NextRun: &now, LastRun: &now, LastResult: "ok",
+// TestStoredAndListedForms: a job is stored as its listed form plus created
+// and at (the format of databases written by v0.1), and listed without them.
+func TestStoredAndListedForms(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := record{Job: api.Job{ID: "ab12", JobSpec: api.JobSpec{Message: "m", Command: "c", Deliver: true, Channel: "telegram", To: "42",
+		Schedule: api.Schedule{EverySeconds: i64(60)}}, Enabled: true, NextRun: &now, LastRun: &now, LastResult: "ok"},
 		Created: now, At: &now}
-	v := j.View()
-	if v.ID != j.ID || v.Message != j.Message || v.Command != j.Command || !v.Deliver || v.Channel != j.Channel ||
-		v.To != j.To || *v.Schedule.EverySeconds != 60 || !v.Enabled || v.NextRun != j.NextRun || v.LastRun != j.LastRun ||
-		v.LastResult != "ok" {
-		t.Errorf("View() = %+v, does not carry the job's fields", v)
+	stored, _ := json.Marshal(r)
+	want := `{"id":"ab12","message":"m","command":"c","deliver":true,"channel":"telegram","to":"42","schedule":{"every_seconds":60},` +
+		`"enabled":true,"next_run":"2030-01-02T03:04:05Z","last_run":"2030-01-02T03:04:05Z","last_result":"ok","created":"2030-01-02T03:04:05Z","at":"2030-01-02T03:04:05Z"}`
+	if string(stored) != want {
+		t.Errorf("stored form\n got %s\nwant %s", stored, want)
+	}
+	listed, _ := json.Marshal(r.Job)
+	if strings.Contains(string(listed), "created") || strings.Contains(string(listed), `"at"`) {
+		t.Errorf("listed form carries scheduler fields: %s", listed)
+	}
+	var back record
+	if err := json.Unmarshal(stored, &back); err != nil || back.ID != "ab12" || back.Message != "m" || !back.Created.Equal(now) {
+		t.Errorf("stored form does not read back: %+v, %v", back, err)
 	}
 }

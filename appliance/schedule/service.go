@@ -14,14 +14,15 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/store"
 )
 
 // ErrNotFound is returned for an unknown job id.
-var ErrNotFound = errors.New("schedule: no such job")
+var ErrNotFound = fmt.Errorf("schedule: %w", api.ErrNoJob)
 
 // Runner carries out a job firing and returns a short result text.
-type Runner func(ctx context.Context, j Job) (string, error)
+type Runner func(ctx context.Context, j api.Job) (string, error)
 
 // Options configure the service.
 type Options struct {
@@ -34,7 +35,17 @@ type Options struct {
 	// CheckCommand, when set, vets a job's command when it is added, so a
 	// command that would be refused when due is refused now.
 	CheckCommand func(line string) error
+	// CheckChannel, when set, vets the channel a job delivers to when it is
+	// added, so a result is never sent to a channel that cannot take it.
+	CheckChannel func(channel string) error
+	// OnChange, when set, is called after a job is added, removed, enabled,
+	// disabled, or has run and its outcome is recorded (the page's event
+	// stream). It must not block, and must not call back into the service
+	// synchronously.
+	OnChange func()
 }
+
+var _ api.Jobs = (*Service)(nil)
 
 // Service schedules and runs jobs.
 type Service struct {
@@ -118,10 +129,10 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 }
 
-func (s *Service) load() ([]Job, error) {
-	var jobs []Job
+func (s *Service) load() ([]record, error) {
+	var jobs []record
 	err := s.opts.Store.List(store.BucketCron, func(id string, data []byte) error {
-		var j Job
+		var j record
 		if err := json.Unmarshal(data, &j); err != nil {
 			s.log.Error("cron job record unreadable; skipped (fix or remove it)", "job", id, "err", err)
 			return nil
@@ -136,7 +147,7 @@ func (s *Service) load() ([]Job, error) {
 	return jobs, nil
 }
 
-func (s *Service) robfigSchedule(j Job) (cron.Schedule, error) {
+func (s *Service) robfigSchedule(j record) (cron.Schedule, error) {
 	sc := j.Schedule
 	switch {
 	case sc.AtSeconds != nil:
@@ -157,7 +168,7 @@ func (s *Service) robfigSchedule(j Job) (cron.Schedule, error) {
 }
 
 // scheduleLocked adds j to the clock and records its next run.
-func (s *Service) scheduleLocked(j Job) error {
+func (s *Service) scheduleLocked(j record) error {
 	sched, err := s.robfigSchedule(j)
 	if err != nil {
 		return err
@@ -177,14 +188,14 @@ func (s *Service) scheduleLocked(j Job) error {
 
 // fire runs job id and records the outcome.
 func (s *Service) fire(id string) {
-	var j Job
+	var j record
 	if err := s.opts.Store.Get(store.BucketCron, id, &j); err != nil || !j.Enabled {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.JobTimeout)
 	defer cancel()
 	start := time.Now()
-	out, err := s.opts.Run(ctx, j)
+	out, err := s.opts.Run(ctx, j.Job)
 	now := time.Now().UTC()
 	result := out
 	if err != nil {
@@ -199,11 +210,11 @@ func (s *Service) fire(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Re-read: the job may have been changed or removed while it ran.
-	var cur Job
+	var cur record
 	if err := s.opts.Store.Get(store.BucketCron, id, &cur); err != nil {
 		return
 	}
-	cur.LastRun, cur.LastResult = &now, result
+	cur.LastRun, cur.LastResult, cur.LastFailed = &now, result, err != nil
 	if cur.Schedule.AtSeconds != nil {
 		cur.Enabled, cur.NextRun = false, nil
 		if e, ok := s.entries[id]; ok && s.cron != nil {
@@ -215,6 +226,13 @@ func (s *Service) fire(id string) {
 	}
 	if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
 		s.log.Error("recording cron run failed", "job", id, "err", err)
+	}
+	s.changed()
+}
+
+func (s *Service) changed() {
+	if s.opts.OnChange != nil {
+		s.opts.OnChange()
 	}
 }
 
@@ -239,19 +257,21 @@ func (s *Service) nextLocked(id string) *time.Time {
 }
 
 // Add validates, stores and schedules a new job and returns it.
-func (s *Service) Add(j Job) (Job, error) {
-	j.ID = newID()
-	j.Enabled = true
-	j.Created = time.Now().UTC()
-	j.LastRun, j.NextRun, j.LastResult = nil, nil, ""
-	if err := j.Validate(); err != nil {
-		return Job{}, fmt.Errorf("schedule: %w", err)
+func (s *Service) Add(_ context.Context, spec api.JobSpec) (api.Job, error) {
+	if err := Validate(spec); err != nil {
+		return api.Job{}, fmt.Errorf("schedule: %w", err)
 	}
-	if j.Command != "" && s.opts.CheckCommand != nil {
-		if err := s.opts.CheckCommand(j.Command); err != nil {
-			return Job{}, fmt.Errorf("schedule: command: %w", err)
+	if spec.Command != "" && s.opts.CheckCommand != nil {
+		if err := s.opts.CheckCommand(spec.Command); err != nil {
+			return api.Job{}, fmt.Errorf("schedule: command: %w", err)
 		}
 	}
+	if spec.Channel != "" && s.opts.CheckChannel != nil {
+		if err := s.opts.CheckChannel(spec.Channel); err != nil {
+			return api.Job{}, fmt.Errorf("schedule: %w", err)
+		}
+	}
+	j := record{Job: api.Job{ID: newID(), JobSpec: spec, Enabled: true}, Created: time.Now().UTC()}
 	if j.Schedule.AtSeconds != nil {
 		at := j.Created.Add(time.Duration(*j.Schedule.AtSeconds) * time.Second)
 		j.At = &at
@@ -263,7 +283,7 @@ func (s *Service) Add(j Job) (Job, error) {
 	due := j.At != nil && !j.At.After(time.Now())
 	if s.cron != nil && s.started && !due {
 		if err := s.scheduleLocked(j); err != nil {
-			return Job{}, fmt.Errorf("schedule: %w", err)
+			return api.Job{}, fmt.Errorf("schedule: %w", err)
 		}
 		j.NextRun = s.nextLocked(j.ID)
 	} else {
@@ -274,12 +294,13 @@ func (s *Service) Add(j Job) (Job, error) {
 			s.cron.Remove(e)
 			delete(s.entries, j.ID)
 		}
-		return Job{}, fmt.Errorf("schedule: save job: %w", err)
+		return api.Job{}, fmt.Errorf("schedule: save job: %w", err)
 	}
 	if due && s.started {
 		s.fireNowLocked(j.ID)
 	}
-	return j, nil
+	s.changed()
+	return j.Job, nil
 }
 
 // fireNowLocked runs job id in the background, counted as running so Stop
@@ -290,7 +311,7 @@ func (s *Service) fireNowLocked(id string) {
 }
 
 // offlineNext computes the next run without a running clock (CLI use).
-func (s *Service) offlineNext(j Job) *time.Time {
+func (s *Service) offlineNext(j record) *time.Time {
 	if j.At != nil {
 		t := j.At.UTC()
 		return &t
@@ -304,51 +325,57 @@ func (s *Service) offlineNext(j Job) *time.Time {
 }
 
 // List returns every job, oldest first, with fresh next-run times.
-func (s *Service) List() ([]Job, error) {
-	jobs, err := s.load()
+func (s *Service) List(context.Context) ([]api.Job, error) {
+	recs, err := s.load()
 	if err != nil {
 		return nil, err
 	}
+	jobs := make([]api.Job, len(recs))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := range jobs {
-		if !jobs[i].Enabled {
+	for i, r := range recs {
+		jobs[i] = r.Job
+		if !r.Enabled {
 			jobs[i].NextRun = nil
 			continue
 		}
 		if s.started {
-			if n := s.nextLocked(jobs[i].ID); n != nil {
+			if n := s.nextLocked(r.ID); n != nil {
 				jobs[i].NextRun = n
 			}
 		} else {
-			jobs[i].NextRun = s.offlineNext(jobs[i])
+			jobs[i].NextRun = s.offlineNext(r)
 		}
 	}
 	return jobs, nil
 }
 
-// Remove deletes job id.
-func (s *Service) Remove(id string) error {
+// Remove deletes job id and returns it as it was.
+func (s *Service) Remove(_ context.Context, id string) (api.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var j Job
+	var j record
 	if err := s.opts.Store.Get(store.BucketCron, id, &j); err != nil {
-		return s.notFound(id, err)
+		return api.Job{}, s.notFound(id, err)
 	}
 	if e, ok := s.entries[id]; ok {
 		s.cron.Remove(e)
 		delete(s.entries, id)
 	}
-	return s.opts.Store.Delete(store.BucketCron, id)
+	if err := s.opts.Store.Delete(store.BucketCron, id); err != nil {
+		return api.Job{}, fmt.Errorf("schedule: remove job %s: %w", id, err)
+	}
+	s.changed()
+	return j.Job, nil
 }
 
 // SetEnabled enables or disables job id.
-func (s *Service) SetEnabled(id string, on bool) (Job, error) {
+func (s *Service) SetEnabled(_ context.Context, id string, on bool) (api.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var j Job
+	var j record
 	if err := s.opts.Store.Get(store.BucketCron, id, &j); err != nil {
-		return Job{}, s.notFound(id, err)
+		return api.Job{}, s.notFound(id, err)
 	}
 	j.Enabled = on
 	if e, ok := s.entries[id]; ok {
@@ -358,11 +385,11 @@ func (s *Service) SetEnabled(id string, on bool) (Job, error) {
 	j.NextRun = nil
 	if on {
 		if j.At != nil && !j.At.After(time.Now()) {
-			return Job{}, fmt.Errorf("schedule: job %s was a one-time job whose moment has passed; add a new one instead", id)
+			return api.Job{}, fmt.Errorf("schedule: job %s was a one-time job whose moment has passed; add a new one instead", id)
 		}
 		if s.started {
 			if err := s.scheduleLocked(j); err != nil {
-				return Job{}, fmt.Errorf("schedule: %w", err)
+				return api.Job{}, fmt.Errorf("schedule: %w", err)
 			}
 			j.NextRun = s.nextLocked(id)
 		} else {
@@ -370,14 +397,15 @@ func (s *Service) SetEnabled(id string, on bool) (Job, error) {
 		}
 	}
 	if err := s.opts.Store.Put(store.BucketCron, id, j); err != nil {
-		return Job{}, fmt.Errorf("schedule: save job: %w", err)
+		return api.Job{}, fmt.Errorf("schedule: save job: %w", err)
 	}
-	return j, nil
+	s.changed()
+	return j.Job, nil
 }
 
 func (s *Service) notFound(id string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %q (see 'perch cron list')", ErrNotFound, id)
+		return fmt.Errorf("%w %q (see 'perch cron list')", ErrNotFound, id)
 	}
 	return fmt.Errorf("schedule: read job %s: %w", id, err)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/store"
 	"github.com/perchhq/perch/store/storetest"
 )
@@ -19,15 +20,17 @@ import (
 // recorder is a Runner that remembers the jobs it ran.
 type recorder struct {
 	mu   sync.Mutex
-	ran  []Job
+	ran  []api.Job
 	out  string
 	err  error
-	fire chan Job
+	fire chan api.Job
 }
 
-func newRecorder() *recorder { return &recorder{out: "done", fire: make(chan Job, 16)} }
+var ctx0 = context.Background()
 
-func (r *recorder) run(_ context.Context, j Job) (string, error) {
+func newRecorder() *recorder { return &recorder{out: "done", fire: make(chan api.Job, 16)} }
+
+func (r *recorder) run(_ context.Context, j api.Job) (string, error) {
 	r.mu.Lock()
 	r.ran = append(r.ran, j)
 	out, err := r.out, r.err
@@ -61,7 +64,7 @@ func start(t *testing.T, s *Service) {
 }
 
 // waitJob polls the stored job until cond holds, failing after a deadline.
-func waitJob(t *testing.T, s *Service, id string, cond func(Job) bool) Job {
+func waitJob(t *testing.T, s *Service, id string, cond func(api.Job) bool) api.Job {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -76,9 +79,9 @@ func waitJob(t *testing.T, s *Service, id string, cond func(Job) bool) Job {
 	}
 }
 
-func find(t *testing.T, s *Service, id string) (Job, bool) {
+func find(t *testing.T, s *Service, id string) (api.Job, bool) {
 	t.Helper()
-	jobs, err := s.List()
+	jobs, err := s.List(ctx0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +90,7 @@ func find(t *testing.T, s *Service, id string) (Job, bool) {
 			return j, true
 		}
 	}
-	return Job{}, false
+	return api.Job{}, false
 }
 
 func awaitClosed(t *testing.T, ch <-chan struct{}, why string) {
@@ -99,7 +102,7 @@ func awaitClosed(t *testing.T, ch <-chan struct{}, why string) {
 	}
 }
 
-func ran(j Job) bool { return j.LastRun != nil }
+func ran(j api.Job) bool { return j.LastRun != nil }
 
 var idRE = regexp.MustCompile(`^[0-9a-f]{8}$`)
 
@@ -115,8 +118,7 @@ func TestAdd(t *testing.T) {
 				start(t, s)
 			}
 			before := time.Now()
-			j, err := s.Add(Job{Message: "stretch", Schedule: Schedule{EverySeconds: i64(3600)},
-				ID: "chosen-by-caller", Enabled: false, LastResult: "stale"})
+			j, err := s.Add(ctx0, api.JobSpec{Message: "stretch", Schedule: api.Schedule{EverySeconds: i64(3600)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,15 +138,19 @@ func TestAdd(t *testing.T) {
 			if !ok || stored.Message != "stretch" || !stored.Enabled {
 				t.Errorf("listed job = %+v, want the added one", stored)
 			}
-			j2, err := s.Add(Job{Message: "other", Schedule: Schedule{AtSeconds: i64(3600)}})
+			j2, err := s.Add(ctx0, api.JobSpec{Message: "other", Schedule: api.Schedule{AtSeconds: i64(3600)}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if j2.ID == j.ID {
 				t.Error("two jobs got the same id")
 			}
-			if j2.At == nil || j2.NextRun == nil || !j2.NextRun.Equal(*j2.At) {
-				t.Errorf("one-time job: at %v, next_run %v; want both the fixed moment", j2.At, j2.NextRun)
+			var rec2 record
+			if err := s.opts.Store.Get(store.BucketCron, j2.ID, &rec2); err != nil {
+				t.Fatal(err)
+			}
+			if rec2.At == nil || j2.NextRun == nil || !j2.NextRun.Equal(*rec2.At) {
+				t.Errorf("one-time job: at %v, next_run %v; want both the fixed moment", rec2.At, j2.NextRun)
 			}
 		})
 	}
@@ -152,17 +158,17 @@ func TestAdd(t *testing.T) {
 
 func TestAddRejectsInvalid(t *testing.T) {
 	s := newService(t, storetest.Open(t), newRecorder().run)
-	_, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(1)}})
+	_, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(1)}})
 	if err == nil || !strings.HasPrefix(err.Error(), "schedule: ") || !strings.Contains(err.Error(), "every_seconds") {
 		t.Fatalf("Add = %v, want a schedule: error naming every_seconds", err)
 	}
-	if jobs, _ := s.List(); len(jobs) != 0 {
+	if jobs, _ := s.List(ctx0); len(jobs) != 0 {
 		t.Errorf("an invalid job was stored: %+v", jobs)
 	}
 }
 
 // A one-time job fires once, records its run and is then disabled with no
-// next run (CONTRACT: cron list).
+// next run: a one-time job that ran will not run again.
 func TestOneTimeJobFires(t *testing.T) {
 	for _, at := range []int64{0, 1} {
 		t.Run(time.Duration(at*int64(time.Second)).String(), func(t *testing.T) {
@@ -170,7 +176,8 @@ func TestOneTimeJobFires(t *testing.T) {
 			rec.out = "reminded"
 			s := newService(t, storetest.Open(t), rec.run)
 			start(t, s)
-			j, err := s.Add(Job{Message: "tea is ready", Schedule: Schedule{AtSeconds: i64(at)}})
+			added := time.Now().Truncate(time.Second)
+			j, err := s.Add(ctx0, api.JobSpec{Message: "tea is ready", Schedule: api.Schedule{AtSeconds: i64(at)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,8 +188,8 @@ func TestOneTimeJobFires(t *testing.T) {
 			if got.LastResult != "reminded" {
 				t.Errorf("last_result = %q, want the runner's output", got.LastResult)
 			}
-			if got.LastRun.Before(j.Created) {
-				t.Errorf("last_run %v before the job was created %v", got.LastRun, j.Created)
+			if got.LastRun.Before(added) {
+				t.Errorf("last_run %v before the job was created %v", got.LastRun, added)
 			}
 			if fired := <-rec.fire; fired.ID != j.ID || fired.Message != "tea is ready" {
 				t.Errorf("runner got %+v", fired)
@@ -199,7 +206,7 @@ func TestRunnerErrorBecomesLastResult(t *testing.T) {
 	rec.err = errors.New("provider openrouter: rate limited")
 	s := newService(t, storetest.Open(t), rec.run)
 	start(t, s)
-	j, err := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}})
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(0)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +221,7 @@ func TestLongResultIsCapped(t *testing.T) {
 	rec.out = strings.Repeat("x", 5000)
 	s := newService(t, storetest.Open(t), rec.run)
 	start(t, s)
-	j, _ := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}})
+	j, _ := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(0)}})
 	got := waitJob(t, s, j.ID, ran)
 	if len(got.LastResult) > 510 || !strings.HasSuffix(got.LastResult, "…") {
 		t.Errorf("last_result is %d bytes, want it capped near 500 with …", len(got.LastResult))
@@ -248,7 +255,7 @@ func TestCronNextRunInZone(t *testing.T) {
 				if started {
 					start(t, s)
 				}
-				j, err := s.Add(Job{Message: "standup", Schedule: Schedule{CronExpr: "30 9 * * *", TZ: tt.tz}})
+				j, err := s.Add(ctx0, api.JobSpec{Message: "standup", Schedule: api.Schedule{CronExpr: "30 9 * * *", TZ: tt.tz}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -276,7 +283,7 @@ func TestEveryNextRun(t *testing.T) {
 	s := newService(t, storetest.Open(t), newRecorder().run)
 	start(t, s)
 	before := time.Now()
-	j, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(120)}})
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(120)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,13 +295,13 @@ func TestEveryNextRun(t *testing.T) {
 func TestUnknownIDs(t *testing.T) {
 	s := newService(t, storetest.Open(t), newRecorder().run)
 	start(t, s)
-	if _, err := s.SetEnabled("nope", true); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
+	if _, err := s.SetEnabled(ctx0, "nope", true); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("SetEnabled(nope) = %v, want ErrNotFound naming the id", err)
 	}
-	if _, err := s.SetEnabled("nope", false); !errors.Is(err, ErrNotFound) {
+	if _, err := s.SetEnabled(ctx0, "nope", false); !errors.Is(err, ErrNotFound) {
 		t.Errorf("SetEnabled(nope, false) = %v, want ErrNotFound", err)
 	}
-	if err := s.Remove("nope"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "perch cron list") {
+	if _, err := s.Remove(ctx0, "nope"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "perch cron list") {
 		t.Errorf("Remove(nope) = %v, want ErrNotFound pointing at perch cron list", err)
 	}
 }
@@ -306,11 +313,11 @@ func TestSetEnabledAndRemove(t *testing.T) {
 			if started {
 				start(t, s)
 			}
-			j, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(600)}})
+			j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(600)}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			off, err := s.SetEnabled(j.ID, false)
+			off, err := s.SetEnabled(ctx0, j.ID, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,20 +327,20 @@ func TestSetEnabledAndRemove(t *testing.T) {
 			if listed, _ := find(t, s, j.ID); listed.Enabled || listed.NextRun != nil {
 				t.Errorf("listed disabled job: %+v", listed)
 			}
-			on, err := s.SetEnabled(j.ID, true)
+			on, err := s.SetEnabled(ctx0, j.ID, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !on.Enabled || on.NextRun == nil {
 				t.Errorf("re-enabled job: enabled %v, next_run %v", on.Enabled, on.NextRun)
 			}
-			if err := s.Remove(j.ID); err != nil {
+			if _, err := s.Remove(ctx0, j.ID); err != nil {
 				t.Fatal(err)
 			}
 			if _, ok := find(t, s, j.ID); ok {
 				t.Error("removed job still listed")
 			}
-			if err := s.Remove(j.ID); !errors.Is(err, ErrNotFound) {
+			if _, err := s.Remove(ctx0, j.ID); !errors.Is(err, ErrNotFound) {
 				t.Errorf("second Remove = %v, want ErrNotFound", err)
 			}
 		})
@@ -346,22 +353,22 @@ func TestDisabledOneTimeJob(t *testing.T) {
 	rec := newRecorder()
 	db := storetest.Open(t)
 	s := newService(t, db, rec.run)
-	j, err := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}})
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(0)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SetEnabled(j.ID, false); err != nil {
+	if _, err := s.SetEnabled(ctx0, j.ID, false); err != nil {
 		t.Fatal(err)
 	}
 	// A marker job that is due at start, added after: when it has run, the
 	// disabled one had its chance too.
-	marker, _ := s.Add(Job{Message: "marker", Schedule: Schedule{AtSeconds: i64(0)}})
+	marker, _ := s.Add(ctx0, api.JobSpec{Message: "marker", Schedule: api.Schedule{AtSeconds: i64(0)}})
 	start(t, s)
 	waitJob(t, s, marker.ID, ran)
 	if got, _ := find(t, s, j.ID); got.LastRun != nil || rec.count() != 1 {
 		t.Errorf("disabled job ran (last_run %v, runs %d)", got.LastRun, rec.count())
 	}
-	_, err = s.SetEnabled(j.ID, true)
+	_, err = s.SetEnabled(ctx0, j.ID, true)
 	if err == nil || !strings.Contains(err.Error(), "moment has passed") {
 		t.Errorf("re-enabling a past one-time job = %v, want a refusal", err)
 	}
@@ -374,8 +381,8 @@ func TestMissedOneTimeJobRunsAtStart(t *testing.T) {
 	db := storetest.Open(t)
 	past := time.Now().Add(-2 * time.Hour).UTC()
 	created := past.Add(-time.Minute)
-	missed := Job{ID: "0badc0de", Message: "water the plants", Schedule: Schedule{AtSeconds: i64(60)},
-		Enabled: true, Created: created, At: &past}
+	missed := record{Job: api.Job{ID: "0badc0de", JobSpec: api.JobSpec{Message: "water the plants", Schedule: api.Schedule{AtSeconds: i64(60)}},
+		Enabled: true}, Created: created, At: &past}
 	if err := db.Put(store.BucketCron, missed.ID, missed); err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +403,7 @@ func TestStopWaitsForRunningJob(t *testing.T) {
 	running := make(chan struct{})
 	release := make(chan struct{})
 	var finished atomic.Bool
-	run := func(ctx context.Context, j Job) (string, error) {
+	run := func(ctx context.Context, j api.Job) (string, error) {
 		close(running)
 		<-release // ignores ctx, like a command that takes its time
 		finished.Store(true)
@@ -406,7 +413,7 @@ func TestStopWaitsForRunningJob(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}}); err != nil {
+	if _, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(0)}}); err != nil {
 		t.Fatal(err)
 	}
 	awaitClosed(t, running, "the job never started")
@@ -427,7 +434,7 @@ func TestStopWaitsForRunningJob(t *testing.T) {
 func TestStopCancelsAndRecords(t *testing.T) {
 	running := make(chan struct{})
 	var finished atomic.Bool
-	run := func(ctx context.Context, j Job) (string, error) {
+	run := func(ctx context.Context, j api.Job) (string, error) {
 		close(running)
 		<-ctx.Done()
 		finished.Store(true)
@@ -438,7 +445,7 @@ func TestStopCancelsAndRecords(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	j, err := s.Add(Job{Message: "m", Schedule: Schedule{AtSeconds: i64(0)}})
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(0)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +456,7 @@ func TestStopCancelsAndRecords(t *testing.T) {
 	if !finished.Load() {
 		t.Fatal("Stop returned before the running job ended")
 	}
-	var stored Job
+	var stored record
 	if err := db.Get(store.BucketCron, j.ID, &stored); err != nil {
 		t.Fatal(err)
 	}
@@ -473,15 +480,15 @@ func TestJobsSurviveReopen(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	every, err := s.Add(Job{Message: "every", Deliver: true, Channel: "telegram", To: "42", Schedule: Schedule{EverySeconds: i64(600)}})
+	every, err := s.Add(ctx0, api.JobSpec{Message: "every", Deliver: true, Channel: "telegram", To: "42", Schedule: api.Schedule{EverySeconds: i64(600)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cronJob, err := s.Add(Job{Command: "uptime", Schedule: Schedule{CronExpr: "0 9 * * *", TZ: "Europe/Berlin"}})
+	cronJob, err := s.Add(ctx0, api.JobSpec{Command: "uptime", Schedule: api.Schedule{CronExpr: "0 9 * * *", TZ: "Europe/Berlin"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SetEnabled(cronJob.ID, false); err != nil {
+	if _, err := s.SetEnabled(ctx0, cronJob.ID, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Stop(context.Background()); err != nil {
@@ -498,7 +505,7 @@ func TestJobsSurviveReopen(t *testing.T) {
 	defer db2.Close()
 	s2 := newService(t, db2, newRecorder().run)
 	start(t, s2)
-	jobs, err := s2.List()
+	jobs, err := s2.List(ctx0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,11 +530,11 @@ func TestUnreadableRecordSkipped(t *testing.T) {
 	}
 	s := newService(t, db, newRecorder().run)
 	start(t, s)
-	j, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(60)}})
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(60)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := s.List()
+	jobs, err := s.List(ctx0)
 	if err != nil || len(jobs) != 1 || jobs[0].ID != j.ID {
 		t.Errorf("List = %+v, %v; want only the readable job", jobs, err)
 	}
@@ -541,12 +548,12 @@ func TestRecurringJobRecordsNextRun(t *testing.T) {
 	// through the function the clock calls.
 	s := newService(t, db, rec.run)
 	start(t, s)
-	j, err := s.Add(Job{Message: "m", Schedule: Schedule{EverySeconds: i64(600)}})
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(600)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.fire(j.ID)
-	var stored Job
+	var stored record
 	if err := db.Get(store.BucketCron, j.ID, &stored); err != nil {
 		t.Fatal(err)
 	}

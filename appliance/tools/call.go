@@ -10,6 +10,13 @@ type Call struct {
 	ChatID  string
 	// SessionKey is "<channel>:<chat>" or the key given to /chat.
 	SessionKey string
+	// Restricted marks a call made for a sender the owner has not vouched
+	// for (bus.Inbound.RestrictTools): calls that change the board are
+	// refused.
+	Restricted bool
+	// RestrictedBy is the channel whose settings restrict the call (the
+	// requester's channel in a subagent's turn); empty means Channel.
+	RestrictedBy string
 	// Async, when set, receives the completion of a KindAsync tool's
 	// background work. It must not block.
 	Async func(Result)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/perchhq/perch/appliance/api"
 )
 
-// Canvas node types and actions (spec §4.4).
+// Canvas node types and actions: what the page knows how to draw.
 var (
 	canvasActions = []string{"create_node", "update_node", "delete_node", "clear"}
 	canvasTypes   = []string{"text", "code", "image", "video"}
@@ -36,7 +38,7 @@ func NewCanvas() Tool {
 }
 
 func runCanvas(_ context.Context, args Args) Result {
-	cmd := UICommand{
+	cmd := api.UICommand{
 		Command: "canvas",
 		Action:  args.String("action"),
 		NodeID:  strings.TrimSpace(args.String("node_id")),
@@ -73,11 +75,11 @@ func runCanvas(_ context.Context, args Args) Result {
 			return Errorf("canvas: delete_node needs node_id; use the id create_node answered with")
 		}
 		// Only the id matters to the page.
-		cmd = UICommand{Command: "canvas", Action: "delete_node", NodeID: cmd.NodeID}
+		cmd = api.UICommand{Command: "canvas", Action: "delete_node", NodeID: cmd.NodeID}
 		note = fmt.Sprintf("canvas: deleted node_id=%q", cmd.NodeID)
 	case "clear":
-		cmd = UICommand{Command: "canvas", Action: "clear"}
+		cmd = api.UICommand{Command: "canvas", Action: "clear"}
 		note = "canvas: cleared"
 	}
-	return Result{Kind: KindBasic, ForLLM: note, UI: []UICommand{cmd}}
+	return Result{Kind: KindBasic, ForLLM: note, UI: []api.UICommand{cmd}}
 }

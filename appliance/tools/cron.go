@@ -3,31 +3,18 @@ package tools
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"github.com/perchhq/perch/appliance/api"
+	"github.com/perchhq/perch/appliance/bus"
 )
 
-// CronSpec is a job as the cron tool asks for it.
-type CronSpec struct {
-	Message      string
-	Command      string
-	Deliver      bool
-	Channel      string
-	To           string
-	AtSeconds    *int64
-	EverySeconds *int64
-	CronExpr     string
-	TZ           string
-}
-
-// CronJobs manages scheduled jobs (the appliance adapts the scheduler).
-type CronJobs interface {
-	Add(ctx context.Context, spec CronSpec) (summary string, err error)
-	List(ctx context.Context) (string, error)
-	Remove(ctx context.Context, id string) error
-	SetEnabled(ctx context.Context, id string, on bool) error
-}
-
-// NewCron returns the cron tool.
-func NewCron(jobs CronJobs) Tool {
+// NewCron returns the cron tool over jobs (the scheduler). target, when not
+// nil, names where a job delivers when it is added from a conversation no
+// person reads later (/chat without a channel, perch agent, a cron turn)
+// and names no channel itself: the last chat where a person can read it.
+// An empty channel from target means there is none.
+func NewCron(jobs api.Jobs, target func() (channel, chatID string)) Tool {
 	return Func{
 		ToolName: "cron",
 		ToolDescription: "Schedule reminders and recurring tasks. " +
@@ -47,23 +34,36 @@ func NewCron(jobs CronJobs) Tool {
 			"channel":       String("channel to deliver to (default: this conversation's)"),
 			"chat_id":       String("chat to deliver to (default: this conversation's)"),
 		}, "action"),
+		MutatingCall: cronMutates,
 		Run: func(ctx context.Context, a Args) Result {
 			switch a.String("action") {
 			case "add":
 				call := CallFrom(ctx)
-				spec := CronSpec{
+				spec := api.JobSpec{
 					Message: a.String("message"), Command: a.String("command"),
 					Deliver: true, Channel: call.Channel, To: call.ChatID,
-					CronExpr: a.String("cron_expr"), TZ: a.String("tz"),
+					Schedule: api.Schedule{CronExpr: a.String("cron_expr"), TZ: a.String("tz")},
 				}
 				if a.Has("deliver") {
 					spec.Deliver = a.Bool("deliver")
 				}
-				if c := a.String("channel"); c != "" {
-					spec.Channel = c
+				explicit := a.String("channel") != ""
+				if explicit {
+					spec.Channel = a.String("channel")
 				}
 				if c := a.String("chat_id"); c != "" {
 					spec.To = c
+				}
+				if !explicit && bus.IsInternal(spec.Channel) && target != nil {
+					// Nobody reads this conversation later: deliver where
+					// a person will.
+					if ch, chat := target(); ch != "" {
+						spec.Channel, spec.To = ch, chat
+					}
+				}
+				if !explicit && bus.IsInternal(spec.Channel) {
+					// Delivering there would only be logged.
+					spec.Channel, spec.To = "", ""
 				}
 				if spec.Deliver && spec.To == "" {
 					// No chat to deliver to (an internal session): let the
@@ -72,23 +72,23 @@ func NewCron(jobs CronJobs) Tool {
 				}
 				if a.Has("at_seconds") {
 					v := a.Int("at_seconds", 0)
-					spec.AtSeconds = &v
+					spec.Schedule.AtSeconds = &v
 				}
 				if a.Has("every_seconds") {
 					v := a.Int("every_seconds", 0)
-					spec.EverySeconds = &v
+					spec.Schedule.EverySeconds = &v
 				}
-				sum, err := jobs.Add(ctx, spec)
+				j, err := jobs.Add(ctx, spec)
 				if err != nil {
 					return Errorf("cron add: %v", err)
 				}
-				return Text(sum)
+				return Text(added(j))
 			case "list":
-				out, err := jobs.List(ctx)
+				list, err := jobs.List(ctx)
 				if err != nil {
 					return Errorf("cron list: %v", err)
 				}
-				return Text(out)
+				return Text(api.FormatJobs(list))
 			case "remove", "enable", "disable":
 				id := a.String("job_id")
 				if id == "" {
@@ -97,11 +97,11 @@ func NewCron(jobs CronJobs) Tool {
 				var err error
 				switch a.String("action") {
 				case "remove":
-					err = jobs.Remove(ctx, id)
+					_, err = jobs.Remove(ctx, id)
 				case "enable":
-					err = jobs.SetEnabled(ctx, id, true)
+					_, err = jobs.SetEnabled(ctx, id, true)
 				default:
-					err = jobs.SetEnabled(ctx, id, false)
+					_, err = jobs.SetEnabled(ctx, id, false)
 				}
 				if err != nil {
 					return Errorf("cron %s: %v", a.String("action"), err)
@@ -111,4 +111,56 @@ func NewCron(jobs CronJobs) Tool {
 			return Errorf("unknown action")
 		},
 	}
+}
+
+// added tells the model what it scheduled and, above all, where the result
+// will go, so it can tell the user truthfully.
+func added(j api.Job) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "scheduled job %s: %s", j.ID, j.Schedule.Describe())
+	where := "nowhere a person reads it (recorded in the job's last result only)"
+	switch {
+	case j.Channel == "web" && j.To != "":
+		where = "the web page (chat " + j.To + "; it waits there as unread while no page is open)"
+	case j.Channel != "" && j.To != "" && !bus.IsInternal(j.Channel):
+		where = j.Channel + " chat " + j.To
+	}
+	switch {
+	case j.Command != "" && j.Deliver:
+		fmt.Fprintf(&sb, "; when due, the output of `%s` is sent to %s", j.Command, where)
+	case j.Command != "":
+		fmt.Fprintf(&sb, "; when due, `%s` runs and its output is kept as the job's last result (see action list)", j.Command)
+	case j.Deliver:
+		fmt.Fprintf(&sb, "; when due, %q is sent to %s", j.Message, where)
+	default:
+		fmt.Fprintf(&sb, "; when due, you get %q as a message and your answer goes to %s", j.Message, where)
+	}
+	if j.NextRun != nil {
+		sb.WriteString("; next at " + j.NextRun.Local().Format("2006-01-02 15:04:05 MST"))
+	}
+	return sb.String()
+}
+
+// cronMutates tells the cron calls that change the board: removing or
+// switching jobs, and adding one that runs a command, hands its message to
+// the agent later (with every tool) or delivers to another chat. A plain
+// reminder to the current chat is harmless.
+func cronMutates(ctx context.Context, a Args) bool {
+	switch a.String("action") {
+	case "list":
+		return false
+	case "add":
+		call := CallFrom(ctx)
+		if strings.TrimSpace(a.String("command")) != "" || (a.Has("deliver") && !a.Bool("deliver")) {
+			return true
+		}
+		return otherChat(call, a.String("channel"), a.String("chat_id"))
+	}
+	return true
+}
+
+// otherChat reports whether channel and chat (as a tool's arguments, empty
+// meaning the current one) name a chat other than the call's.
+func otherChat(call Call, channel, chat string) bool {
+	return (channel != "" && channel != call.Channel) || (chat != "" && chat != call.ChatID)
 }

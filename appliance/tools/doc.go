@@ -14,7 +14,7 @@
 // on the tool: one tool instance serves every session at once, and a tool
 // holding "the current chat" would race between them.
 //
-// Results come in the five kinds of the spec: basic (to the model), silent (to
+// Results come in five kinds: basic (to the model), silent (to
 // the model, nothing for the user), async (started in the background; the
 // callback reports completion), error, and user (to the model and the user).
 // A Result may also carry UI commands (canvas nodes) that /chat returns

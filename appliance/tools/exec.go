@@ -16,11 +16,11 @@ type CommandRunner interface {
 	Run(ctx context.Context, c sandbox.Command) (sandbox.Result, error)
 }
 
-// NewExec returns the exec tool (spec §4.4): `sh -c command` in the
+// NewExec returns the exec tool: `sh -c command` in the
 // workspace, or in working_dir inside it.
 //
-// Two layers stand between the model and the machine. The deny list of spec
-// §8 (sandbox.CheckCommand: rm -rf, mkfs, dd if=, writes to disks, shutdown,
+// Two layers stand between the model and the machine. The deny list
+// (sandbox.CheckCommand: rm -rf, mkfs, dd if=, writes to disks, shutdown,
 // reboot, fork bombs, sudo, …) is a guard rail: it refuses the obvious early
 // and says which rule, but a determined command gets past any list. The
 // security boundary is the sandbox the Runner puts every command in
@@ -31,6 +31,12 @@ func NewExec(r CommandRunner) Tool { return &execTool{r: r} }
 type execTool struct{ r CommandRunner }
 
 func (*execTool) Name() string { return "exec" }
+
+// MutatesAlways implements Mutator: a shell command can change anything.
+func (*execTool) MutatesAlways() bool { return true }
+
+// Mutates implements Mutator.
+func (*execTool) Mutates(context.Context, Args) bool { return true }
 
 func (*execTool) Description() string {
 	return "Run a shell command line (sh -c) and get its exit code and output (stdout and stderr together). " +

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,7 +52,9 @@ func execJSON(t *testing.T, command, dir string) string {
 
 func TestExecTool(t *testing.T) {
 	reg, ws := newExecRegistry(t, sandbox.Options{MaxOutput: 2000})
-	short, _ := newExecRegistry(t, sandbox.Options{Timeout: time.Second})
+	// Long enough for two launcher stages to start under -race on a
+	// loaded machine, so that "before" is printed before the kill.
+	short, _ := newExecRegistry(t, sandbox.Options{Timeout: 3 * time.Second})
 	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +130,17 @@ func TestExecToolConfined(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("sk-TOOL-CANARY"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("mine"), 0o600); err != nil {
+	// Owned like the workspace, as the file tools leave what they write
+	// (under a root gateway commands run as the workspace's owner).
+	mine := filepath.Join(ws, "mine.txt")
+	if err := os.WriteFile(mine, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(ws, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(mine, int(st.Uid), int(st.Gid)); err != nil {
 		t.Fatal(err)
 	}
 	res := reg.Execute(context.Background(), "exec", execJSON(t, "cat ../config.json "+secret, ""))

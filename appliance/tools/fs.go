@@ -77,6 +77,7 @@ func NewFS(opts FSOptions) []Tool {
 		},
 		Func{
 			ToolName:        "write_file",
+			Mutating:        true,
 			ToolDescription: "Create or replace a file with the given content, creating missing directories. " + scope + " The file is replaced whole and atomically; use edit_file to change part of a file.",
 			Params: Object(map[string]*Property{
 				"path":    path,
@@ -86,6 +87,7 @@ func NewFS(opts FSOptions) []Tool {
 		},
 		Func{
 			ToolName:        "edit_file",
+			Mutating:        true,
 			ToolDescription: "Replace one exact piece of text in a file. " + scope + " old_text must occur exactly once, including whitespace and line breaks; the call fails and says how often it occurs otherwise.",
 			Params: Object(map[string]*Property{
 				"path":     path,
@@ -96,6 +98,7 @@ func NewFS(opts FSOptions) []Tool {
 		},
 		Func{
 			ToolName:        "append_file",
+			Mutating:        true,
 			ToolDescription: "Append content to the end of a file, creating it (and missing directories) if needed. " + scope,
 			Params: Object(map[string]*Property{
 				"path":    path,
@@ -132,6 +135,7 @@ type files interface {
 	Remove(name string) error
 	Stat(name string) (fs.FileInfo, error)
 	Lstat(name string) (fs.FileInfo, error)
+	Lchown(name string, uid, gid int) error
 	Close() error
 }
 
@@ -145,6 +149,7 @@ func (hostFiles) Rename(oldname, newname string) error         { return os.Renam
 func (hostFiles) Remove(name string) error                     { return os.Remove(name) }
 func (hostFiles) Stat(name string) (fs.FileInfo, error)        { return os.Stat(name) }
 func (hostFiles) Lstat(name string) (fs.FileInfo, error)       { return os.Lstat(name) }
+func (hostFiles) Lchown(name string, uid, gid int) error       { return os.Lchown(name, uid, gid) }
 func (hostFiles) Close() error                                 { return nil }
 
 // open returns the file system the tools act on: an os.Root on the workspace
@@ -259,7 +264,11 @@ func escapes(err error) bool {
 
 // mkdirAll creates the directories leading to name.
 func (w *workspace) mkdirAll(fsys files, name, p string) error {
+	made := missingDirs(fsys, name)
 	err := fsys.MkdirAll(filepath.Dir(name), 0o755)
+	if err == nil {
+		err = adoptDirs(fsys, made)
+	}
 	if err != nil && !escapes(err) && (errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTDIR)) {
 		return fmt.Errorf("%q: a part of the path is a file, not a directory", p)
 	}
@@ -400,6 +409,7 @@ func (w *workspace) atomicWrite(fsys files, name, p string, data []byte) error {
 	}
 	perm := fs.FileMode(0o644)
 	existing := false
+	like, _ := fsys.Stat(dir) // whose the new file is (fs_owner.go)
 	if fi, err := fsys.Stat(name); err == nil {
 		if fi.IsDir() {
 			return fmt.Errorf("%q is a directory; give a file path inside it", p)
@@ -407,7 +417,7 @@ func (w *workspace) atomicWrite(fsys files, name, p string, data []byte) error {
 		if !fi.Mode().IsRegular() {
 			return fmt.Errorf("%q is not a regular file (%s)", p, fi.Mode().Type())
 		}
-		perm, existing = fi.Mode().Perm(), true
+		perm, existing, like = fi.Mode().Perm(), true, fi
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return w.explain(p, err)
 	}
@@ -423,6 +433,9 @@ func (w *workspace) atomicWrite(fsys files, name, p string, data []byte) error {
 			fsys.Remove(tmp)
 		}
 	}()
+	if err := adopt(f, like); err != nil {
+		return w.explain(p, err)
+	}
 	if _, err := f.Write(data); err != nil {
 		return w.explain(p, err)
 	}
@@ -506,6 +519,7 @@ func (w *workspace) appendFile(ctx context.Context, args Args) Result {
 	if err := w.mkdirAll(fsys, name, p); err != nil {
 		return Errorf("append_file: %w", err)
 	}
+	_, statErr := fsys.Lstat(name)
 	// O_APPEND writes land at the end whole; O_NONBLOCK keeps a FIFO from
 	// blocking (it is then refused below).
 	f, err := fsys.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
@@ -519,6 +533,13 @@ func (w *workspace) appendFile(ctx context.Context, args Args) Result {
 	}
 	if !fi.Mode().IsRegular() {
 		return Errorf("append_file: %q is not a regular file (%s)", p, fi.Mode().Type())
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		if dir, err := fsys.Stat(filepath.Dir(name)); err == nil {
+			if err := adopt(f, dir); err != nil {
+				return Errorf("append_file: %w", w.explain(p, err))
+			}
+		}
 	}
 	if _, err := io.WriteString(f, content); err != nil {
 		return Errorf("append_file: %w", w.explain(p, err))

@@ -102,7 +102,8 @@ func wantErr(t *testing.T, res Result, substrs ...string) {
 	}
 }
 
-// TestRestrictedWorkspaceRefusesEscapes: every way out named in spec §7 is
+// TestRestrictedWorkspaceRefusesEscapes: every way out (outside paths,
+// traversal, symlinks) is
 // refused with an error naming the path and the rule, by every tool.
 func TestRestrictedWorkspaceRefusesEscapes(t *testing.T) {
 	fx := newFSFixture(t, true)

@@ -4,25 +4,31 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/perchhq/perch/drivers/i2c"
 	"github.com/perchhq/perch/drivers/sensor"
 	"github.com/perchhq/perch/drivers/spi"
 	"github.com/perchhq/perch/drivers/usb"
+	"github.com/perchhq/perch/store"
 )
 
 // NewHardware returns the i2c, spi and sensor tools on Linux and nil
 // elsewhere. They are offered even on a board without buses, so the model
 // can tell the user how to enable one. sensors may be nil (none configured).
-func NewHardware(sensors *sensor.Set) []Tool {
+//
+// history, when not nil, gives the sensor tool its history action; loc is
+// the zone its times are shown in (nil: the system's).
+func NewHardware(sensors *sensor.Set, history SensorHistory, loc *time.Location) []Tool {
 	if runtime.GOOS != "linux" {
 		return nil
 	}
-	return []Tool{NewI2C(), NewSPI(), NewSensor(sensors)}
+	return []Tool{NewI2C(), NewSPI(), NewSensor(sensors, history, loc)}
 }
 
-// NewI2C returns the i2c tool (spec §4.4): detect buses, scan one, read and
+// NewI2C returns the i2c tool: detect buses, scan one, read and
 // write bytes. Writes need confirm: true.
 func NewI2C() Tool {
 	return Func{
@@ -44,7 +50,8 @@ func NewI2C() Tool {
 				Bound(1), Bound(i2c.MaxLength)),
 			"confirm": Boolean("Must be true for write, after the user agreed to it."),
 		}, "action"),
-		Run: runI2C,
+		Run:          runI2C,
+		MutatingCall: func(_ context.Context, a Args) bool { return a.String("action") == "write" },
 	}
 }
 
@@ -76,7 +83,7 @@ func runI2C(ctx context.Context, args Args) Result {
 		if err != nil {
 			return Error(err)
 		}
-		return Text(scanReport(res))
+		return Text(ScanReport(res))
 	case "read", "write":
 		// Everything is checked before the bus is opened.
 		if !args.Has("address") {
@@ -164,9 +171,9 @@ func describeWrite(reg int, data []byte) string {
 	return s
 }
 
-// scanReport is the i2cdetect table plus, for each answer, the parts
+// ScanReport is the i2cdetect table plus, for each answer, the parts
 // commonly found there.
-func scanReport(r i2c.ScanResult) string {
+func ScanReport(r i2c.ScanResult) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Bus %s, probed with %s:\n%s\n", r.Bus, r.Method, i2c.FormatScan(r))
 	if len(r.Found)+len(r.Busy) == 0 {
@@ -208,7 +215,7 @@ func scanReport(r i2c.ScanResult) string {
 	return strings.TrimRight(sb.String(), "\n")
 }
 
-// NewSPI returns the spi tool (spec §4.4): list devices, full-duplex
+// NewSPI returns the spi tool: list devices, full-duplex
 // transfer (needs confirm: true), read.
 func NewSPI() Tool {
 	return Func{
@@ -230,7 +237,8 @@ func NewSPI() Tool {
 				Bound(1), Bound(spi.MaxLength)),
 			"confirm": Boolean("Must be true for transfer, after the user agreed to it."),
 		}, "action"),
-		Run: runSPI,
+		Run:          runSPI,
+		MutatingCall: func(_ context.Context, a Args) bool { return a.String("action") == "transfer" },
 	}
 }
 
@@ -300,22 +308,40 @@ func runSPI(_ context.Context, args Args) Result {
 }
 
 // NewSensor returns the sensor tool: the configured sensors by name, with
-// units. sensors may be nil (none configured).
-func NewSensor(sensors *sensor.Set) Tool {
+// units, and their history when history is not nil. sensors may be nil
+// (none configured); loc is the zone of the times it shows (nil: the
+// system's).
+func NewSensor(sensors *sensor.Set, history SensorHistory, loc *time.Location) Tool {
 	if sensors == nil {
 		sensors, _ = sensor.NewSet(nil, sensor.Options{})
+	}
+	if loc == nil {
+		loc = time.Local
 	}
 	return Func{
 		ToolName: "sensor",
 		ToolDescription: "Read the configured sensors (temperature, humidity, pressure, light) with units. " +
 			"Actions: list shows each sensor, where it is connected and whether its bus is present; read measures " +
-			"one sensor by name, or all of them when name is omitted.",
+			"one sensor by name, or all of them when name is omitted; history summarises what a sensor measured " +
+			"over a time range (lowest, highest, mean, and a value per step), from readings sampled every few " +
+			"minutes and kept for a year (full detail for 48 hours, hourly before), e.g. for \"how cold did it get " +
+			"last night?\" use since \"18h\" or an RFC 3339 time.",
 		Params: Object(map[string]*Property{
-			"action": String("What to do.", "list", "read"),
-			"name":   String("Sensor name, as list shows it. Omit to read every sensor."),
+			"action": String("What to do.", "list", "read", "history"),
+			"name":   String("Sensor name, as list shows it. Omit to read every sensor; required for history."),
+			"since": String("history: start of the range, an RFC 3339 time (2026-03-01T18:00:00+01:00) or a span " +
+				"back from now (12h, 7d, 1y). Default 24h."),
+			"until": String("history: end of the range, same forms. Default now."),
+			"step": String("history: width of each point (30m, 1h, 1d). Default: one giving at most " +
+				strconv.Itoa(maxHistoryRows) + " points."),
 		}, "action"),
-		Run: func(ctx context.Context, args Args) Result { return runSensor(ctx, sensors, args) },
+		Run: func(ctx context.Context, args Args) Result { return runSensor(ctx, sensors, history, loc, args) },
 	}
+}
+
+// SensorHistory is the store's sensor history (*store.DB).
+type SensorHistory interface {
+	SensorHistory(q store.SensorQuery) ([]store.SensorSeries, error)
 }
 
 // noSensors explains how to configure one.
@@ -323,7 +349,7 @@ const noSensors = "No sensors are configured. List them under \"sensors\" in the
 	`[{"name": "climate", "type": "bme280", "bus": "1", "address": 118}]` +
 	"; types: bme280, bmp280, sht3x, bh1750, ds18b20. The i2c tool's scan shows which addresses answer."
 
-func runSensor(ctx context.Context, set *sensor.Set, args Args) Result {
+func runSensor(ctx context.Context, set *sensor.Set, history SensorHistory, loc *time.Location, args Args) Result {
 	switch args.String("action") {
 	case "list":
 		if set.Len() == 0 {
@@ -350,8 +376,10 @@ func runSensor(ctx context.Context, set *sensor.Set, args Args) Result {
 			return Text(r.String())
 		}
 		return Text(readingsText(set.ReadAll(ctx)))
+	case "history":
+		return sensorHistory(set, history, loc, args, time.Now())
 	}
-	return Errorf("sensor: unknown action %q; use list or read", args.String("action"))
+	return Errorf("sensor: unknown action %q; use list, read or history", args.String("action"))
 }
 
 func readingsText(rs []sensor.Reading) string {

@@ -64,7 +64,7 @@ func hwRegistry(set *sensor.Set) *tools.Registry {
 	r := tools.NewRegistry(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	r.Register(tools.NewI2C())
 	r.Register(tools.NewSPI())
-	r.Register(tools.NewSensor(set))
+	r.Register(tools.NewSensor(set, nil, nil))
 	return r
 }
 
@@ -382,7 +382,7 @@ func TestHardwareToolDefinitionsGolden(t *testing.T) {
 }
 
 func TestNewHardwareOnLinuxOnly(t *testing.T) {
-	got := tools.NewHardware(nil)
+	got := tools.NewHardware(nil, nil, nil)
 	if runtime.GOOS != "linux" {
 		if got != nil {
 			t.Errorf("NewHardware on %s = %d tools", runtime.GOOS, len(got))

@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/perchhq/perch/appliance/api"
 )
 
 // ImageGenerator makes an image from a prompt. The provider package
@@ -100,7 +102,7 @@ func (g *imageTool) run(ctx context.Context, args Args) Result {
 		Kind: KindBasic,
 		ForLLM: fmt.Sprintf("generated a %s %s image (%s) and showed it to the user on the canvas as node_id=%q",
 			size, mimeType, formatSize(n), id),
-		UI: []UICommand{{
+		UI: []api.UICommand{{
 			Command: "canvas", Action: "create_node", NodeID: id, Type: "image",
 			Title: truncateRunes(prompt, 80), Content: uri,
 		}},

@@ -31,6 +31,10 @@ func NewMessage(opts MessageOptions) Tool {
 			"chat_id": String("Chat to send to on that channel; default: the current chat."),
 		}, "content"),
 		Run: m.run,
+		// Messages to other chats could speak for the owner.
+		MutatingCall: func(ctx context.Context, a Args) bool {
+			return otherChat(CallFrom(ctx), a.String("channel"), a.String("chat_id"))
+		},
 	}
 }
 
@@ -71,7 +75,7 @@ func (m *message) run(ctx context.Context, args Args) Result {
 		return Errorf("message: not sent: %w", err)
 	}
 	if internal {
-		// The dispatcher only logs internal channels (spec §6 rule 1): say
+		// The dispatcher only logs internal channels: say
 		// so, or the model believes a person read it.
 		return Silent(fmt.Sprintf("message logged on the internal channel %s; no chat platform received it", channel))
 	}

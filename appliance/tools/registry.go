@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sashabaranov/go-openai"
+	"github.com/perchhq/perch/appliance/chat"
 )
 
 // Tool is one capability offered to the model.
@@ -39,9 +39,14 @@ type Registry struct {
 
 	mu    sync.RWMutex
 	tools map[string]Tool
-	names []string      // sorted, so definitions are stable between turns
-	defs  []openai.Tool // cached provider definitions; nil after a change
-	json  []byte        // defs encoded as a JSON array
+	names []string       // sorted, so definitions are stable between turns
+	defs  []chat.ToolDef // cached provider definitions; nil after a change
+	json  []byte         // defs encoded as a JSON array
+
+	// safe and withheld cache SafeDefinitions; nil after a change.
+	safeMu   sync.Mutex
+	safe     []chat.ToolDef
+	withheld []string
 }
 
 // NewRegistry returns an empty registry that logs through log (nil: the
@@ -64,6 +69,9 @@ func (r *Registry) Register(t Tool) {
 	}
 	r.tools[name] = t
 	r.defs, r.json = nil, nil
+	r.safeMu.Lock()
+	r.safe, r.withheld = nil, nil
+	r.safeMu.Unlock()
 }
 
 // Get returns the tool called name.
@@ -100,9 +108,9 @@ func (r *Registry) Definitions() []Definition {
 	return out
 }
 
-// ProviderDefinitions returns the definitions in the chat-completions
-// "tools" format. The slice is cached and shared: callers must not modify it.
-func (r *Registry) ProviderDefinitions() []openai.Tool {
+// ProviderDefinitions returns the definitions as offered to the model. The
+// slice is cached and shared: callers must not modify it.
+func (r *Registry) ProviderDefinitions() []chat.ToolDef {
 	r.mu.RLock()
 	defs := r.defs
 	r.mu.RUnlock()
@@ -114,7 +122,7 @@ func (r *Registry) ProviderDefinitions() []openai.Tool {
 	if r.defs != nil {
 		return r.defs
 	}
-	defs = make([]openai.Tool, 0, len(r.names))
+	defs = make([]chat.ToolDef, 0, len(r.names))
 	for _, n := range r.names {
 		t := r.tools[n]
 		// Marshalled once here: the schema is the same every turn.
@@ -123,14 +131,7 @@ func (r *Registry) ProviderDefinitions() []openai.Tool {
 			r.log.Error("tool schema does not marshal; tool not offered", "tool", n, "err", err)
 			continue
 		}
-		defs = append(defs, openai.Tool{
-			Type: openai.ToolTypeFunction,
-			Function: &openai.FunctionDefinition{
-				Name:        n,
-				Description: t.Description(),
-				Parameters:  json.RawMessage(params),
-			},
-		})
+		defs = append(defs, chat.ToolDef{Name: n, Description: t.Description(), Parameters: params})
 	}
 	r.defs = defs
 	if b, err := json.Marshal(defs); err == nil {
@@ -202,6 +203,10 @@ func (r *Registry) run(ctx context.Context, t Tool, args Args) (res Result) {
 		return Errorf("%s: %v", name, err)
 	}
 	call := CallFrom(ctx)
+	if call.Restricted && mutates(ctx, t, args) {
+		r.log.Info("tool call refused for a restricted sender", "tool", name, "session", call.SessionKey)
+		return refusal(name, call)
+	}
 	start := time.Now()
 	defer func() {
 		// A panicking tool must not take the gateway down with it.
@@ -228,6 +233,12 @@ type Func struct {
 	ToolDescription string
 	Params          Schema
 	Run             func(ctx context.Context, args Args) Result
+	// Mutating marks a tool whose every call can change the board (file
+	// writes): it is withheld from restricted turns.
+	Mutating bool
+	// MutatingCall, when set, tells which calls change the board (i2c
+	// write): restricted turns have them refused.
+	MutatingCall func(ctx context.Context, args Args) bool
 }
 
 // Name implements Tool.

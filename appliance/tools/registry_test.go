@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/sashabaranov/go-openai"
 )
 
 // echoTool records the arguments and call context it ran with.
@@ -268,13 +266,13 @@ func TestProviderDefinitionsStableAndCached(t *testing.T) {
 	if len(a) != 2 || &a[0] != &b[0] {
 		t.Fatal("second call should return the cached slice")
 	}
-	if a[0].Function.Name != "alpha" || a[1].Function.Name != "zeta" {
-		t.Errorf("order = %s, %s", a[0].Function.Name, a[1].Function.Name)
+	if a[0].Name != "alpha" || a[1].Name != "zeta" {
+		t.Errorf("order = %s, %s", a[0].Name, a[1].Name)
 	}
-	if a[0].Type != openai.ToolTypeFunction || a[0].Function.Description != "Echo the arguments. Used by tests only." {
+	if a[0].Description != "Echo the arguments. Used by tests only." {
 		t.Errorf("definition = %+v", a[0])
 	}
-	params, _ := json.Marshal(a[0].Function.Parameters)
+	params, _ := json.Marshal(a[0].Parameters)
 	want, _ := json.Marshal((&echoTool{}).Schema())
 	if string(params) != string(want) {
 		t.Errorf("parameters = %s, want %s", params, want)
@@ -282,7 +280,7 @@ func TestProviderDefinitionsStableAndCached(t *testing.T) {
 	whole1, _ := json.Marshal(a)
 	r.Register(&echoTool{name: "mid"})
 	c := r.ProviderDefinitions()
-	if len(c) != 3 || c[1].Function.Name != "mid" {
+	if len(c) != 3 || c[1].Name != "mid" {
 		t.Fatalf("registering should rebuild the definitions: %d", len(c))
 	}
 	r2, _ := newTestRegistry(t)
@@ -301,7 +299,7 @@ func TestUnmarshalableSchemaIsLeftOut(t *testing.T) {
 	r.Register(&echoTool{name: "good"})
 	r.Register(Func{ToolName: "bad", Params: Object(map[string]*Property{"x": {Type: "string", Default: make(chan int)}})})
 	defs := r.ProviderDefinitions()
-	if len(defs) != 1 || defs[0].Function.Name != "good" {
+	if len(defs) != 1 || defs[0].Name != "good" {
 		t.Errorf("definitions = %v", defs)
 	}
 	if !strings.Contains(logs.String(), "tool=bad") {

@@ -3,6 +3,8 @@ package tools
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/perchhq/perch/appliance/api"
 )
 
 // Kind says who sees a tool's Result.
@@ -53,21 +55,7 @@ type Result struct {
 	// message the model sees.
 	Err error
 	// UI holds user-interface commands (canvas) to return beside the reply.
-	UI []UICommand
-}
-
-// UICommand is one element of the /chat response's ui_commands array.
-type UICommand struct {
-	Command string   `json:"command"`
-	Action  string   `json:"action"`
-	NodeID  string   `json:"node_id"`
-	Type    string   `json:"type,omitempty"`
-	Title   string   `json:"title,omitempty"`
-	Content string   `json:"content,omitempty"`
-	X       *float64 `json:"x,omitempty"`
-	Y       *float64 `json:"y,omitempty"`
-	Width   *float64 `json:"width,omitempty"`
-	Height  *float64 `json:"height,omitempty"`
+	UI []api.UICommand
 }
 
 // Text returns a basic result.

@@ -1,7 +1,10 @@
-// Command load measures a perch binary the way the brief states its targets:
-// stripped size, exec-to-ready, idle RSS, /chat latency and throughput at
-// concurrency 1 and 16 (one session per worker) against an instant local
-// fake provider, and peak RSS under that load.
+// Command load measures a perch binary beside two floor programs
+// (bench/floor) in one run, on one instant local fake provider: stripped
+// size, exec-to-ready, idle RSS (after start, warm, trimmed), /chat latency
+// and throughput at concurrency 1 and 16 (one session per worker), peak RSS
+// under that load and the first turn after the idle trim; then perch's
+// figures as ratios to the floors. Ratios, because absolute figures drift
+// with the machine.
 //
 //	go run ./bench/load -bin bin/perch
 package main
@@ -22,17 +25,19 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 )
 
 func main() {
 	bin := flag.String("bin", "bin/perch", "perch binary")
+	floor := flag.String("floor", "", "the floor program (bench/floor); empty: built from source with go build")
 	n1 := flag.Int("n1", 2000, "requests at concurrency 1")
 	n16 := flag.Int("n16", 20000, "requests at concurrency 16")
 	settle := flag.Duration("settle", 2*time.Second, "wait after ready before reading the idle RSS")
 	idle := flag.Duration("idle", 35*time.Second, "wait after the load before reading the RSS again (the gateway trims after 15-30 s idle)")
 	flag.Parse()
-	if err := run(os.Stdout, *bin, *n1, *n16, *settle, *idle); err != nil {
+	if err := run(os.Stdout, *bin, *floor, *n1, *n16, *settle, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
@@ -54,7 +59,89 @@ func fakeProvider() (string, func()) {
 	return "http://" + ln.Addr().String(), func() { srv.Close() }
 }
 
-func run(w io.Writer, bin string, n1, n16 int, settle, idleWait time.Duration) error {
+// server is one program under measure, running.
+type server struct {
+	cmd   *exec.Cmd
+	url   string
+	token string
+	start time.Duration // exec to the first 200 from /ready
+}
+
+func (s *server) stop() { s.cmd.Process.Signal(syscall.SIGTERM); s.cmd.Wait() }
+
+func (s *server) rssKB(field string) int { return procKB(s.cmd.Process.Pid, field) }
+
+// launch starts argv with env and waits for /ready to answer 200.
+func launch(client *http.Client, argv, env []string, url, token string) (*server, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{cmd: cmd, url: url, token: token}
+	for {
+		resp, err := client.Get(url + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				s.start = time.Since(t0)
+				return s, nil
+			}
+		}
+		if time.Since(t0) > 10*time.Second {
+			s.stop()
+			return nil, fmt.Errorf("%s: not ready after 10s", argv[0])
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// figures are one program's measurements.
+type figures struct {
+	start          time.Duration
+	idleKB, peakKB int
+	lat1, lat16    []time.Duration
+	rps1, rps16    float64
+}
+
+// measure starts a program, reads its idle RSS, runs the c=1 and c=16
+// loads and reads its peak RSS; it leaves the program running.
+func measure(client *http.Client, argv, env []string, url, token string, n1, n16 int, settle time.Duration) (*server, figures, error) {
+	var f figures
+	s, err := launch(client, argv, env, url, token)
+	if err != nil {
+		return nil, f, err
+	}
+	f.start = s.start
+	time.Sleep(settle)
+	f.idleKB = s.rssKB("VmRSS")
+	var d1, d16 time.Duration
+	if f.lat1, d1, err = load(client, s, 1, n1); err == nil {
+		f.lat16, d16, err = load(client, s, 16, n16)
+	}
+	if err != nil {
+		s.stop()
+		return nil, f, err
+	}
+	f.rps1, f.rps16 = float64(n1)/d1.Seconds(), float64(n16)/d16.Seconds()
+	f.peakKB = s.rssKB("VmHWM")
+	return s, f, nil
+}
+
+// buildFloor compiles bench/floor like perch is compiled (stripped).
+func buildFloor(dir string) (string, error) {
+	out := filepath.Join(dir, "floor")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "github.com/perchhq/perch/bench/floor")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the floor: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.Duration) error {
 	st, err := os.Stat(bin)
 	if err != nil {
 		return err
@@ -66,70 +153,106 @@ func run(w io.Writer, bin string, n1, n16 int, settle, idleWait time.Duration) e
 		return err
 	}
 	defer os.RemoveAll(home)
+	if floorBin == "" {
+		if floorBin, err = buildFloor(home); err != nil {
+			return err
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
+
+	// The floors first, so perch runs last on a machine in the same state.
+	var floors [2]figures
+	for i, durable := range []bool{false, true} {
+		port := freePort()
+		argv := []string{floorBin, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-provider", base, "-dir", home}
+		if durable {
+			argv = append(argv, "-durable")
+		}
+		s, f, err := measure(client, argv, nil, fmt.Sprintf("http://127.0.0.1:%d", port), "", n1, n16, settle)
+		if err != nil {
+			return err
+		}
+		s.stop()
+		floors[i] = f
+	}
+
 	port := freePort()
 	cfg := map[string]any{
-		"gateway":   map[string]any{"host": "127.0.0.1", "port": port, "api_token": "bench"},
+		"gateway":   map[string]any{"host": "127.0.0.1", "port": port, "api_token": "bench-token-0123456789abcdef"},
 		"providers": map[string]any{"openrouter": map[string]any{"api_key": "k", "api_base": base}},
 		"agents":    map[string]any{"defaults": map[string]any{"model": "openai/gpt-4o-mini"}},
 	}
 	data, _ := json.Marshal(cfg)
 	os.WriteFile(filepath.Join(home, "config.json"), data, 0o600)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-
-	cmd := exec.Command(bin, "gateway")
-	cmd.Env = append(os.Environ(), "PERCH_HOME="+home)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	s, err := launch(client, []string{bin, "gateway"}, []string{"PERCH_HOME=" + home}, url, "bench-token-0123456789abcdef")
+	if err != nil {
 		return err
 	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	var ready time.Duration
-	for {
-		resp, err := client.Get(url + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				ready = time.Since(start)
-				break
-			}
-		}
-		if time.Since(start) > 10*time.Second {
-			return fmt.Errorf("not ready after 10s")
-		}
-		time.Sleep(200 * time.Microsecond)
+	defer s.stop()
+	p := figures{start: s.start}
+	time.Sleep(settle)
+	p.idleKB = s.rssKB("VmRSS") // trimmed after start
+	// Warm: what the board holds between turns before the idle trim.
+	if _, _, err := load(client, s, 1, 20); err != nil {
+		return err
 	}
 	time.Sleep(settle)
-	idle := procKB(cmd.Process.Pid, "VmRSS")
-
-	lat1, dur1, err := load(client, url, 1, n1)
-	if err != nil {
+	warmKB := s.rssKB("VmRSS")
+	var d1, d16 time.Duration
+	if p.lat1, d1, err = load(client, s, 1, n1); err != nil {
 		return err
 	}
-	lat16, dur16, err := load(client, url, 16, n16)
-	if err != nil {
+	if p.lat16, d16, err = load(client, s, 16, n16); err != nil {
 		return err
 	}
-	peak := procKB(cmd.Process.Pid, "VmHWM")
-	// The gateway gives memory back after 15-30 s without a turn.
+	p.rps1, p.rps16 = float64(n1)/d1.Seconds(), float64(n16)/d16.Seconds()
+	p.peakKB = s.rssKB("VmHWM")
+	// The gateway gives memory back after 15-30 s without a turn; the first
+	// turn after that pays for faulting pages back in.
 	time.Sleep(idleWait)
-	after := procKB(cmd.Process.Pid, "VmRSS")
+	trimmedKB := s.rssKB("VmRSS")
+	first, _, err := load(client, s, 1, 1)
+	if err != nil {
+		return err
+	}
 
+	fl, du := floors[0], floors[1]
+	mb := func(kb int) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
+	msd := func(d time.Duration) string { return fmt.Sprintf("%.3f ms", ms(d)) }
 	fmt.Fprintf(w, "binary (stripped)      %.2f MiB  %s\n", float64(st.Size())/(1<<20), bin)
-	fmt.Fprintf(w, "exec to /ready 200     %.1f ms\n", float64(ready.Microseconds())/1000)
-	fmt.Fprintf(w, "idle RSS (after start) %.1f MB\n", float64(idle)/1024)
-	fmt.Fprintf(w, "/chat c=1              %6.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests)\n",
-		float64(n1)/dur1.Seconds(), ms(pct(lat1, 50)), ms(pct(lat1, 99)), n1)
-	fmt.Fprintf(w, "/chat c=16             %6.0f req/s  p50 %.3f ms  p99 %.3f ms  (%d requests)\n",
-		float64(n16)/dur16.Seconds(), ms(pct(lat16, 50)), ms(pct(lat16, 99)), n16)
-	fmt.Fprintf(w, "peak RSS               %.1f MB\n", float64(peak)/1024)
-	fmt.Fprintf(w, "idle RSS %-4s after    %.1f MB\n", idleWait.Round(time.Second), float64(after)/1024)
-	return nil
+	fmt.Fprintf(w, "exec to /ready 200     %.1f ms\n", float64(p.start.Microseconds())/1000)
+	fmt.Fprintf(w, "idle RSS (after start) %s\n", mb(p.idleKB))
+	fmt.Fprintf(w, "idle RSS warm          %s  (after a turn, before the idle trim)\n", mb(warmKB))
+	fmt.Fprintf(w, "/chat c=1              %6.0f req/s  p50 %s  p99 %s  (%d requests)\n", p.rps1, msd(pct(p.lat1, 50)), msd(pct(p.lat1, 99)), n1)
+	fmt.Fprintf(w, "/chat c=16             %6.0f req/s  p50 %s  p99 %s  (%d requests)\n", p.rps16, msd(pct(p.lat16, 50)), msd(pct(p.lat16, 99)), n16)
+	fmt.Fprintf(w, "peak RSS               %s\n", mb(p.peakKB))
+	fmt.Fprintf(w, "idle RSS %-4s after    %s  (trimmed)\n", idleWait.Round(time.Second), mb(trimmedKB))
+	fmt.Fprintf(w, "first turn after trim  %s  (warm p50 %s)\n", msd(first[0]), msd(pct(p.lat1, 50)))
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "same run, same fake\tperch\tfloor\tdurable floor\tratio\tgoal\t\n")
+	ratio := func(r float64, ok bool) string {
+		verdict := "met"
+		if !ok {
+			verdict = "MISSED"
+		}
+		return fmt.Sprintf("%.2fx (%s)", r, verdict)
+	}
+	rs := float64(p.start) / float64(fl.start)
+	fmt.Fprintf(tw, "start (exec to ready)\t%s\t%s\t%s\t%s\t<= 1.3x floor\t\n", msd(p.start), msd(fl.start), msd(du.start), ratio(rs, rs <= 1.3))
+	r1 := float64(pct(p.lat1, 50)) / float64(pct(du.lat1, 50))
+	fmt.Fprintf(tw, "c=1 p50\t%s\t%s\t%s\t%s\t<= 0.8x durable\t\n", msd(pct(p.lat1, 50)), msd(pct(fl.lat1, 50)), msd(pct(du.lat1, 50)), ratio(r1, r1 <= 0.8))
+	r16 := p.rps16 / fl.rps16
+	fmt.Fprintf(tw, "c=16 req/s\t%.0f\t%.0f\t%.0f\t%s\t>= 0.8x floor\t\n", p.rps16, fl.rps16, du.rps16, ratio(r16, r16 >= 0.8))
+	fmt.Fprintf(tw, "idle RSS\t%s warm, %s trimmed\t%s\t%s\t\t<= 10 MB warm\t\n", mb(warmKB), mb(trimmedKB), mb(fl.idleKB), mb(du.idleKB))
+	fmt.Fprintf(tw, "peak RSS\t%s\t%s\t%s\t\t<= 25 MB\t\n", mb(p.peakKB), mb(fl.peakKB), mb(du.peakKB))
+	return tw.Flush()
 }
 
 // load sends n /chat requests from c workers, each on its own session.
-func load(client *http.Client, url string, c, n int) ([]time.Duration, time.Duration, error) {
+func load(client *http.Client, s *server, c, n int) ([]time.Duration, time.Duration, error) {
+	url := s.url
 	lats := make([]time.Duration, n)
 	var next int
 	var mu sync.Mutex
@@ -150,7 +273,9 @@ func load(client *http.Client, url string, c, n int) ([]time.Duration, time.Dura
 					return
 				}
 				req, _ := http.NewRequest("POST", url+"/chat", bytes.NewReader(body))
-				req.Header.Set("Authorization", "Bearer bench")
+				if s.token != "" {
+					req.Header.Set("Authorization", "Bearer "+s.token)
+				}
 				req.Header.Set("Content-Type", "application/json")
 				t := time.Now()
 				resp, err := client.Do(req)

@@ -33,7 +33,7 @@ func TestProcKB(t *testing.T) {
 }
 
 // TestLoadRunsAgainstTheRealBinary keeps `make bench` working: a short run
-// against a freshly built perch prints every figure.
+// against a freshly built perch and the floors prints every figure.
 func TestLoadRunsAgainstTheRealBinary(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "perch")
 	build := exec.Command("go", "build", "-o", bin, "../../cmd/perch")
@@ -42,10 +42,11 @@ func TestLoadRunsAgainstTheRealBinary(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	var out bytes.Buffer
-	if err := run(&out, bin, 20, 64, 0, 0); err != nil {
+	if err := run(&out, bin, "", 20, 64, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"binary (stripped)", "exec to /ready 200", "idle RSS (after start)", "/chat c=1", "/chat c=16", "peak RSS"} {
+	for _, want := range []string{"binary (stripped)", "exec to /ready 200", "idle RSS (after start)", "idle RSS warm", "/chat c=1", "/chat c=16",
+		"peak RSS", "first turn after trim", "durable floor", "c=1 p50", "<= 0.8x durable", "c=16 req/s"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -406,6 +406,7 @@ func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
 				body, _ := json.Marshal(map[string]any{"message": msg, "session_key": key})
 				req, _ := http.NewRequest("POST", g.Base+"/chat", bytes.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+g.Token)
+				req.Header.Set("Content-Type", "application/json")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					return // the gateway died under us: expected

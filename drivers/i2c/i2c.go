@@ -93,16 +93,12 @@ func lookup(name string) (*i2creg.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
-	list := make([]periphhost.Ref, len(all))
-	names := make([]string, len(all))
-	for i, r := range all {
-		list[i] = periphhost.Ref{Name: r.Name, Aliases: r.Aliases, Number: r.Number}
-		names[i] = BusInfo{Name: r.Name, Number: r.Number}.String()
-	}
-	if i := periphhost.Find(list, name, normalize); i >= 0 {
-		return all[i], nil
-	}
-	return nil, fmt.Errorf("%w %q; buses present: %s", ErrUnknownBus, strings.TrimSpace(name), strings.Join(names, ", "))
+	return periphhost.Lookup(all, name, "buses",
+		func(r *i2creg.Ref) periphhost.Ref {
+			return periphhost.Ref{Name: r.Name, Aliases: r.Aliases, Number: r.Number}
+		},
+		func(r *i2creg.Ref) string { return BusInfo{Name: r.Name, Number: r.Number}.String() },
+		normalize, ErrUnknownBus)
 }
 
 // normalize maps the spellings people use for a kernel bus ("I2C1", "i2c-1",

@@ -97,16 +97,12 @@ func lookup(name string) (*spireg.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
-	list := make([]periphhost.Ref, len(all))
-	names := make([]string, len(all))
-	for i, r := range all {
-		list[i] = periphhost.Ref{Name: r.Name, Aliases: r.Aliases, Number: r.Number}
-		names[i] = r.Name
-	}
-	if i := periphhost.Find(list, name, normalize); i >= 0 {
-		return all[i], nil
-	}
-	return nil, fmt.Errorf("%w %q; devices present: %s", ErrUnknownDevice, strings.TrimSpace(name), strings.Join(names, ", "))
+	return periphhost.Lookup(all, name, "devices",
+		func(r *spireg.Ref) periphhost.Ref {
+			return periphhost.Ref{Name: r.Name, Aliases: r.Aliases, Number: r.Number}
+		},
+		func(r *spireg.Ref) string { return r.Name },
+		normalize, ErrUnknownDevice)
 }
 
 // normalize maps "SPI0.0", "spidev0.0", "/dev/spidev0.0" and "0.0" to "0.0".

@@ -298,11 +298,11 @@ func TestFirstBootWithoutSeedsMakesItsOwnToken(t *testing.T) {
 	}
 	// A later perch-setup.json with a token of the owner's: the console no
 	// longer needs to show one.
-	putSeed(t, root, SetupFileName, []byte(`{"api_token": "owner-chosen-token-123"}`))
+	putSeed(t, root, SetupFileName, []byte(`{"api_token": "owner-chosen-token-12345678"}`))
 	if rep, err = runFirstboot(t, root, sys); err != nil || rep.TokenGenerated {
 		t.Errorf("second run: %+v, %v", rep, err)
 	}
-	if got := loadConfig(t, root).Gateway.APIToken.Value(); got != "owner-chosen-token-123" {
+	if got := loadConfig(t, root).Gateway.APIToken.Value(); got != "owner-chosen-token-12345678" {
 		t.Errorf("token %q", got)
 	}
 }
@@ -382,7 +382,6 @@ func TestExistingConfigKeepsOtherSettings(t *testing.T) {
 	root, sys := newRoot(t)
 	cfg := config.Fresh(filepath.Join(root, DefaultConfig))
 	cfg.Agents.Defaults.MaxToolIterations = 7
-	cfg.Sensors = nil
 	if err := cfg.Save(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/perchhq/perch/appliance/config"
 )
 
 // checkHostname accepts one DNS label (RFC 1123): what <name>.local needs.
@@ -142,11 +144,12 @@ func checkSSHKey(k string) error {
 	return nil
 }
 
-// checkToken accepts a bearer token that a browser and curl can send: 16 or
-// more printable ASCII characters without spaces.
+// checkToken accepts a bearer token that a browser and curl can send, as
+// long as the gateway asks of one it serves to the LAN (the board listens
+// on 0.0.0.0): printable ASCII without spaces.
 func checkToken(t string) error {
-	if len(t) < 16 {
-		return fmt.Errorf("must be at least 16 characters, got %d (leave it out and the board makes one)", len(t))
+	if len(t) < config.MinTokenLength {
+		return fmt.Errorf("must be at least %d characters, got %d (make one with 'openssl rand -hex 24', or leave it out and the board makes one)", config.MinTokenLength, len(t))
 	}
 	for i := 0; i < len(t); i++ {
 		if t[i] <= 32 || t[i] > 126 {

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/perchhq/perch/appliance/config"
@@ -29,6 +31,20 @@ with no settings files it changes nothing.
 and the board's API token) on the consoles and the login prompt; the image
 runs it after perch.service starts.
 `
+
+// Main runs `perch firstboot` with args (the words after "firstboot") and
+// returns the process's exit code; SIGINT and SIGTERM cancel it.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := CLI(ctx, args, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "perch: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+		return 1
+	}
+	return 0
+}
 
 // CLI runs `perch firstboot` with args (the words after "firstboot").
 func CLI(ctx context.Context, args []string, stdout, stderr io.Writer) error {

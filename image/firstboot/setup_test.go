@@ -60,7 +60,7 @@ func TestParseSetupErrorsNameTheKey(t *testing.T) {
 		{"provider missing", `{"model": "m"}`, `"provider" is missing`},
 		{"model missing", `{"provider": "openai", "api_key": "k"}`, `"model" is missing`},
 		{"key missing", `{"provider": "openai", "model": "m"}`, `"api_key" is missing: the API key of your openai account`},
-		{"weak token", `{"api_token": "abc"}`, `"api_token" must be at least 16 characters`},
+		{"weak token", `{"api_token": "abc"}`, `"api_token" must be at least 24 characters`},
 		{"telegram token", `{"channels": {"telegram": {}}}`, `"channels.telegram.token" is missing`},
 		{"slack half", `{"channels": {"slack": {"bot_token": "xoxb-1"}}}`, `"channels.slack" needs both`},
 	}

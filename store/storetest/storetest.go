@@ -10,7 +10,8 @@ import (
 )
 
 // Open returns a store in a temp dir; at cleanup it closes the store and
-// fails the test if the file is inconsistent (bbolt's tx.Check).
+// fails the test if the file is inconsistent (bbolt's tx.Check) or holds a
+// record that does not decode (store.CheckFile).
 func Open(t testing.TB) *store.DB {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "perch.db")
@@ -24,6 +25,12 @@ func Open(t testing.TB) *store.DB {
 		}
 		if err := db.Close(); err != nil {
 			t.Errorf("storetest: close: %v", err)
+		}
+		rep, err := store.CheckFile(path)
+		if err != nil {
+			t.Errorf("storetest: check: %v", err)
+		} else if !rep.OK() {
+			t.Errorf("storetest: %s", rep)
 		}
 	})
 	return db

@@ -1,6 +1,7 @@
-// Perch's page: chat, canvas, status and first-run setup. Plain script, no
-// build step. Model output is only ever placed with textContent (never parsed
-// as HTML), so a reply cannot inject markup or script.
+// Perch's page: chat and canvas, sensors, devices, schedules and system,
+// kept live by one server-sent event stream. Plain script, no build step.
+// Model output and anything else from the board is only ever placed with
+// textContent (never parsed as HTML), so a reply cannot inject markup.
 'use strict';
 (() => {
   const $ = (id) => document.getElementById(id);
@@ -17,6 +18,43 @@
     if (cls) e.className = cls;
     if (text !== undefined && text !== null) e.textContent = String(text);
     return e;
+  }
+  function button(text, onClick, cls) {
+    const b = el('button', cls || '', text);
+    b.type = 'button';
+    b.addEventListener('click', onClick);
+    return b;
+  }
+
+  // ---- time ----
+
+  const fmtTime = new Intl.DateTimeFormat(undefined, { weekday: 'short', hour: '2-digit', minute: '2-digit' });
+  const fmtDate = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  function when(t) {
+    const d = t instanceof Date ? t : new Date(t);
+    if (isNaN(d)) return '';
+    return Math.abs(Date.now() - d) < 6 * 864e5 ? fmtTime.format(d) : fmtDate.format(d);
+  }
+  function ago(t) {
+    const s = Math.round((Date.now() - new Date(t)) / 1000);
+    if (!isFinite(s)) return '';
+    if (s < 45) return 'just now';
+    if (s < 5400) return Math.round(s / 60) + ' min ago';
+    if (s < 129600) return Math.round(s / 3600) + ' h ago';
+    return Math.round(s / 86400) + ' days ago';
+  }
+  function span(sec) {
+    const units = [[86400, 'day'], [3600, 'hour'], [60, 'minute'], [1, 'second']];
+    for (const [n, name] of units) if (sec % n === 0 && sec >= n) { const k = sec / n; return k + ' ' + name + (k === 1 ? '' : 's'); }
+    return sec + ' seconds';
+  }
+  // seconds reads "90" as seconds and "10m", "1h30m", "2d" as a duration.
+  function seconds(s) {
+    s = String(s).trim().toLowerCase();
+    if (/^\d+$/.test(s)) return Number(s);
+    const m = s.match(/^(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m(?:in)?)?\s*(?:(\d+)s)?$/);
+    if (!m || !s) return NaN;
+    return (+(m[1] || 0)) * 86400 + (+(m[2] || 0)) * 3600 + (+(m[3] || 0)) * 60 + (+(m[4] || 0));
   }
 
   // ---- API ----
@@ -71,7 +109,7 @@
     const waiters = tokenWaiters;
     tokenWaiters = [];
     for (const w of waiters) {
-      if (ok) w.resolve(); else w.reject(new APIError(401, 'no token given; enter it with Status → Enter token'));
+      if (ok) w.resolve(); else w.reject(new APIError(401, 'no token given; enter it in System → This browser → Enter token'));
     }
   }
   $('token-form').addEventListener('submit', (ev) => {
@@ -81,31 +119,94 @@
     store.set('token', t);
     $('token-dialog').close();
     settleToken(true);
+    if (!live && !connecting) start();
   });
   $('token-cancel').addEventListener('click', () => $('token-dialog').close());
   $('token-dialog').addEventListener('close', () => settleToken(false));
 
+  // ---- confirmation dialog ----
+
+  function confirmAction(title, text, ok) {
+    $('confirm-title').textContent = title;
+    $('confirm-text').textContent = text;
+    $('confirm-ok').textContent = ok;
+    $('confirm-dialog').showModal();
+    return new Promise((resolve) => {
+      const done = (v) => { $('confirm-dialog').close(); cleanup(); resolve(v); };
+      const onOk = (ev) => { ev.preventDefault(); done(true); };
+      const onCancel = () => done(false);
+      const onClose = () => { cleanup(); resolve(false); };
+      function cleanup() {
+        $('confirm-form').removeEventListener('submit', onOk);
+        $('confirm-cancel').removeEventListener('click', onCancel);
+        $('confirm-dialog').removeEventListener('close', onClose);
+      }
+      $('confirm-form').addEventListener('submit', onOk);
+      $('confirm-cancel').addEventListener('click', onCancel);
+      $('confirm-dialog').addEventListener('close', onClose);
+    });
+  }
+
   // ---- notice bar ----
 
-  function notice(text, offerSetup) {
+  let noticeAction = null;
+  function notice(text, opts) {
+    opts = opts || {};
     $('notice-text').textContent = text;
-    $('notice-setup').hidden = !offerSetup;
+    $('notice-setup').hidden = !opts.setup;
+    $('notice-switch').hidden = !opts.action;
+    noticeAction = opts.action || null;
     $('notice').hidden = !text;
   }
   $('notice-close').addEventListener('click', () => notice(''));
   $('notice-setup').addEventListener('click', () => openSetup());
+  $('notice-switch').addEventListener('click', () => { if (noticeAction) noticeAction(); notice(''); });
+
+  // ---- tabs ----
+
+  let panel = 'chat';
+  function show(name) {
+    panel = name;
+    for (const b of $('tabs').querySelectorAll('button')) {
+      const on = b.dataset.panel === name;
+      b.setAttribute('aria-selected', on ? 'true' : 'false');
+      $('panel-' + b.dataset.panel).hidden = !on;
+    }
+    if (name === 'chat') { chatBadge(0); markRead(); }
+    if (name === 'devices') { $('devices-badge').hidden = true; devicesSeen = 0; }
+    if (name === 'sensors') drawCharts();
+  }
+  for (const b of $('tabs').querySelectorAll('button')) b.addEventListener('click', () => show(b.dataset.panel));
+  $('state').addEventListener('click', () => show('system'));
 
   // ---- chat ----
 
-  const MAX_LOG = 100;
-  let session = store.get('session', '') || newSessionKey();
-  store.set('session', session);
-  let transcript = [];
+  // A page's chat is the session web:<chat>. Pages of an older version kept
+  // a random session key "web:xxxxxxxx"; it stays their chat.
+  function validChat(c) { return /^[A-Za-z0-9_.-]{1,64}$/.test(c); }
+  let chatID = store.get('chat', '');
+  if (!validChat(chatID)) {
+    const old = store.get('session', '');
+    chatID = old.startsWith('web:') && validChat(old.slice(4)) ? old.slice(4) : 'home';
+  }
+  store.set('chat', chatID);
+  let lastShown = 0; // newest message time shown in the log (ms)
+  let unreadHere = 0;
 
-  function newSessionKey() {
-    const b = new Uint8Array(4);
-    crypto.getRandomValues(b);
-    return 'web:' + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  function readMark() { return Number(store.get('read.' + chatID, '0')) || 0; }
+  // markRead records that the person saw the chat up to its newest message:
+  // when the page is visible with the chat in front.
+  function markRead() {
+    if (document.visibilityState !== 'visible' || panel !== 'chat' || !lastShown) return;
+    if (lastShown > readMark()) store.set('read.' + chatID, String(lastShown));
+    chatBadge(0);
+  }
+  document.addEventListener('visibilitychange', markRead);
+
+  function chatBadge(n) {
+    unreadHere = n;
+    $('chat-badge').textContent = String(n);
+    $('chat-badge').hidden = n === 0;
   }
 
   // renderText shows text with ``` fenced blocks as code, everything as text.
@@ -122,52 +223,78 @@
     });
   }
 
-  function addMessage(role, text, keep) {
+  const MAX_LOG = 150;
+  function addMessage(role, text, opts) {
+    opts = opts || {};
     const li = el('li', 'msg ' + role);
+    if (opts.pushed) { li.classList.add('pushed'); li.appendChild(el('span', 'tag', 'Perch · ' + (opts.t ? when(opts.t) : 'now'))); }
+    if (opts.unread) li.classList.add('unread');
     renderText(li, text);
     $('log').appendChild(li);
+    while ($('log').children.length > MAX_LOG) $('log').firstElementChild.remove();
     li.scrollIntoView({ block: 'end' });
-    if (keep) {
-      transcript.push({ role, text: String(text) });
-      if (transcript.length > MAX_LOG) transcript = transcript.slice(-MAX_LOG);
-      store.set('log.' + session, JSON.stringify(transcript));
-    }
+    if (opts.t && opts.t > lastShown) lastShown = opts.t;
     return li;
   }
 
   function showError(e) {
-    const li = addMessage('error', e.message, false);
-    if (e.status === 503 && /no provider/i.test(e.message)) {
-      const b = el('button', '', 'Set up a provider');
-      b.type = 'button';
-      b.addEventListener('click', () => openSetup());
-      li.appendChild(b);
-    }
+    const li = addMessage('error', e.message);
+    if (e.status === 503 && /no provider/i.test(e.message)) li.appendChild(button('Open the setup form', () => openSetup()));
   }
 
-  function loadSession() {
-    $('log').replaceChildren();
-    transcript = [];
-    let saved = [];
-    try { saved = JSON.parse(store.get('log.' + session, '[]')); } catch { saved = []; }
-    for (const m of Array.isArray(saved) ? saved : []) {
-      if (m && typeof m.text === 'string' && (m.role === 'user' || m.role === 'agent')) addMessage(m.role, m.text, true);
+  async function loadHistory() {
+    let h;
+    try {
+      h = await authed('GET', '/web/history?chat=' + encodeURIComponent(chatID));
+    } catch (e) {
+      $('log').replaceChildren();
+      addMessage('error', 'The chat could not be loaded: ' + e.message);
+      return;
     }
-    if (!transcript.length) addMessage('note', 'Session ' + session + '. Say hello.', false);
+    $('log').replaceChildren();
+    lastShown = 0;
+    const mark = readMark();
+    // Without a mark (a new browser), what came after the person last spoke
+    // is new to them.
+    let since = mark;
+    if (!since) for (const m of h.messages) if (m.role === 'user') since = m.t;
+    let unread = 0, divided = false;
+    for (const m of h.messages) {
+      const isNew = m.role === 'assistant' && m.t > since;
+      if (isNew && !divided) { $('log').appendChild(el('li', 'divider', 'New since you last looked')); divided = true; }
+      if (isNew) unread++;
+      addMessage(m.role === 'user' ? 'user' : 'agent', m.text, { t: m.t, pushed: m.pushed, unread: isNew });
+    }
+    if (!h.messages.length) addMessage('note', 'Chat ' + chatID + '. Say hello.');
+    if (panel !== 'chat') chatBadge(unread);
+    markRead();
     loadCanvas();
+  }
+
+  function receive(m) {
+    if (m.chat !== chatID) {
+      notice('Perch sent a message to your chat “' + m.chat + '”.', { action: () => switchChat(m.chat) });
+      return;
+    }
+    const away = panel !== 'chat' || document.visibilityState !== 'visible';
+    addMessage('agent', m.text, { t: m.t, pushed: m.pushed, unread: away });
+    if (away) chatBadge(unreadHere + 1);
+    else markRead();
   }
 
   let busy = false;
   async function send(text) {
     busy = true;
     $('send').disabled = true;
-    addMessage('user', text, true);
-    const pending = addMessage('pending', 'Perch is thinking…', false);
+    addMessage('user', text, { t: Date.now() });
+    const pending = addMessage('pending', 'Perch is thinking…');
     try {
-      const r = await authed('POST', '/chat', { message: text, session_key: session });
+      const r = await authed('POST', '/chat', { message: text, session_key: 'web:' + chatID, channel: 'web', chat_id: chatID });
       pending.remove();
-      addMessage('agent', r && r.response ? r.response : '(no text in the reply)', true);
+      addMessage('agent', r && r.response ? r.response : '(no text in the reply)', { t: Date.now() });
+      markRead();
       for (const c of (r && Array.isArray(r.ui_commands)) ? r.ui_commands : []) applyUI(c);
+      if (!live && !connecting) start();
     } catch (e) {
       pending.remove();
       showError(e);
@@ -215,7 +342,7 @@
     }
     drawCanvas();
     saveCanvas();
-    if ($('main').classList.contains('canvas-open') === false) {
+    if (!$('panel-chat').classList.contains('canvas-open')) {
       unseen++;
       $('canvas-badge').textContent = String(unseen);
       $('canvas-badge').hidden = false;
@@ -223,8 +350,7 @@
   }
 
   // mediaSource decides how a URL may be shown: inline (data: of the right
-  // kind, or this origin) or only as a link (remote: the page's CSP forbids
-  // loading other origins).
+  // kind, or this origin) or only as a link (the CSP forbids other origins).
   function mediaSource(s, kind) {
     s = String(s || '').trim();
     if (s.startsWith('data:' + kind + '/')) return { src: s };
@@ -286,169 +412,646 @@
     }
   }
 
-  function saveCanvas() {
-    store.set('canvas.' + session, JSON.stringify(Array.from(nodes.values())));
-  }
+  function saveCanvas() { store.set('canvas.' + chatID, JSON.stringify(Array.from(nodes.values()))); }
   function loadCanvas() {
     nodes = new Map();
     let saved = [];
-    try { saved = JSON.parse(store.get('canvas.' + session, '[]')); } catch { saved = []; }
+    try { saved = JSON.parse(store.get('canvas.' + chatID, '[]')); } catch { saved = []; }
     for (const n of Array.isArray(saved) ? saved : []) if (n && typeof n.node_id === 'string') nodes.set(n.node_id, n);
     drawCanvas();
   }
-
-  // The empty-canvas hint is kept aside and put back when the canvas empties.
   const emptyHint = $('canvas-empty');
 
   $('canvas-clear').addEventListener('click', () => { nodes.clear(); drawCanvas(); saveCanvas(); });
   $('show-canvas').addEventListener('click', () => {
-    $('main').classList.add('canvas-open');
+    $('panel-chat').classList.add('canvas-open');
     unseen = 0;
     $('canvas-badge').hidden = true;
   });
-  $('hide-canvas').addEventListener('click', () => $('main').classList.remove('canvas-open'));
+  $('hide-canvas').addEventListener('click', () => $('panel-chat').classList.remove('canvas-open'));
 
-  // ---- readiness ----
+  // ---- sensors ----
 
-  let providerOK = null; // unknown until /ready answers
-  let setupOffered = false;
+  let sensors = { sensors: [], status: [], sample_seconds: 60 };
+  let range = store.get('range', '24h');
+  const COLORS = ['#2f6fd6', '#d0602a', '#2e9d5b', '#a64bd6', '#b8901a', '#1c9aa8'];
+  const PRECISION = { temperature: 1, humidity: 0, pressure: 1, illuminance: 0 };
 
-  async function readyState() {
-    let res, data = null;
-    try {
-      res = await fetch('/ready', { cache: 'no-store' });
-      data = await res.json();
-    } catch (e) {
-      return { error: 'cannot reach Perch: ' + e.message };
+  function fmtValue(q, v) { return Number(v).toFixed(PRECISION[q] !== undefined ? PRECISION[q] : 2); }
+
+  function renderSensors() {
+    const box = $('sensor-cards');
+    box.replaceChildren();
+    const status = new Map((sensors.status || []).map((s) => [s.name, s]));
+    for (const s of sensors.sensors || []) {
+      const card = el('article', 'card sensor');
+      card.dataset.sensor = s.name;
+      card.appendChild(el('h3', '', s.name));
+      const vals = el('div', 'values');
+      for (const v of s.values || []) {
+        const d = el('div', 'value');
+        d.dataset.quantity = v.quantity;
+        d.appendChild(document.createTextNode(fmtValue(v.quantity, v.value)));
+        d.appendChild(el('small', '', v.unit));
+        d.appendChild(el('span', 'q', v.quantity));
+        vals.appendChild(d);
+      }
+      card.appendChild(vals);
+      const age = el('p', 'age', s.time ? 'measured ' + ago(s.time) : 'not measured yet');
+      age.dataset.time = s.time || '';
+      card.appendChild(age);
+      if (s.error) card.appendChild(el('p', 'error', s.error));
+      const st = status.get(s.name);
+      card.appendChild(el('p', 'where', (s.chip || s.type) + ', ' + (st && st.where ? st.where : s.where) + (st && !st.ok ? ' — ' + st.message : '')));
+      box.appendChild(card);
     }
-    return { ok: res.ok, data };
+    $('sensors-note').textContent = (sensors.sensors || []).length
+      ? 'Sampled every ' + span(sensors.sample_seconds || 60) + ' and kept for a year (hourly after 48 hours).'
+      : 'No sensors are configured. List them under "sensors" in the config file (the Devices panel\'s I²C scan shows what is connected), or ask Perch in the chat how to add one.';
   }
 
-  async function refreshState() {
-    const r = await readyState();
-    const state = $('state');
-    if (r.error) {
-      state.textContent = 'offline';
-      state.className = 'state bad';
-      return r;
-    }
-    const checks = (r.data && r.data.checks) || {};
-    const prov = checks.provider;
-    providerOK = !prov || prov.status === 'ok';
-    if (r.ok) {
-      const model = r.data.agent && r.data.agent.model;
-      state.textContent = 'ready' + (model ? ' · ' + model : '');
-      state.className = 'state ok';
-    } else {
-      const failing = Object.values(checks).filter((c) => c.status === 'fail').map((c) => c.name);
-      state.textContent = 'not ready' + (failing.length ? ': ' + failing.join(', ') : '');
-      state.className = 'state bad';
-    }
-    if (!providerOK) {
-      notice('No language model is connected yet: ' + (prov.message || 'no provider configured') + '.', true);
-      if (!setupOffered) { setupOffered = true; openSetup(); }
-    }
-    return r;
+  // Ages move on without a request: one clock for the whole page.
+  setInterval(() => {
+    for (const a of document.querySelectorAll('.age[data-time]')) if (a.dataset.time) a.textContent = 'measured ' + ago(a.dataset.time);
+  }, 30000);
+
+  let charts = [];
+  let history = null; // {range, bySensor: Map(name -> body), at}
+  async function loadHistory24(force) {
+    const names = (sensors.sensors || []).map((s) => s.name);
+    if (!names.length) { history = { range, bySensor: new Map(), at: Date.now() }; return; }
+    if (!force && history && history.range === range && Date.now() - history.at < 60000) return;
+    const want = range;
+    const bodies = await Promise.all(names.map((n) => authed('GET', '/sensors/history?name=' + encodeURIComponent(n) + '&since=' + want)
+      .catch((e) => ({ sensor: n, series: [], error: e.message }))));
+    if (want !== range) return;
+    history = { range: want, bySensor: new Map(bodies.map((b) => [b.sensor, b])), at: Date.now() };
   }
 
-  // ---- status dialog ----
+  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
 
-  const PREFERRED = ['provider', 'model', 'version', 'uptime', 'ready', 'memory_mb', 'heap_mb', 'goroutines',
-    'sessions', 'active_sessions', 'running_turns', 'queue_depth', 'subagents_running', 'database_bytes'];
-
-  function renderValue(v) {
-    if (Array.isArray(v)) {
-      if (v.length === 0) return el('span', 'muted', 'none');
-      if (v.every((x) => x && typeof x === 'object' && !Array.isArray(x))) return table(v);
-      return el('span', '', v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(', '));
+  // drawCharts draws one chart per quantity, a line per sensor (the mean)
+  // with a band from minimum to maximum, for the chosen range.
+  async function drawCharts() {
+    if (panel !== 'sensors') return;
+    await loadHistory24(false);
+    if (panel !== 'sensors' || !history) return;
+    for (const c of charts) c.destroy();
+    charts = [];
+    const box = $('charts');
+    box.replaceChildren();
+    const byQty = new Map();
+    let i = 0;
+    for (const [name, body] of history.bySensor) {
+      for (const s of body.series || []) {
+        if (!byQty.has(s.quantity)) byQty.set(s.quantity, { unit: s.unit, lines: [] });
+        byQty.get(s.quantity).lines.push({ name, s, color: COLORS[i % COLORS.length] });
+      }
+      i++;
     }
-    if (v && typeof v === 'object') return dl(v);
-    return el('span', '', String(v));
+    const order = ['temperature', 'humidity', 'pressure', 'illuminance'];
+    const rank = (q) => { const i = order.indexOf(q); return i < 0 ? order.length : i; };
+    const sortedQty = new Map([...byQty].sort((a, b) => rank(a[0]) - rank(b[0]) || a[0].localeCompare(b[0])));
+    if (!byQty.size) {
+      box.appendChild(el('p', 'muted', (sensors.sensors || []).length ? 'No history in this range yet: readings are stored as they are sampled.' : ''));
+      return;
+    }
+    for (const [q, g] of sortedQty) box.appendChild(chart(q, g));
   }
 
-  function table(rows) {
-    const cols = [];
-    for (const r of rows) for (const k of Object.keys(r)) if (!cols.includes(k)) cols.push(k);
+  function chart(q, g) {
+    const wrap = el('figure', 'chart');
+    wrap.style.margin = '0';
+    wrap.dataset.quantity = q;
+    wrap.appendChild(el('h3', '', q.charAt(0).toUpperCase() + q.slice(1) + ' (' + g.unit + ')'));
+    const hint = 'Touch or point at the chart to read a value.';
+    const readout = el('p', 'readout', hint);
+    wrap.appendChild(readout);
+    const plot = el('div', 'plot');
+    wrap.appendChild(plot);
+    const keys = el('div', 'keys');
+    for (const l of g.lines) { const k = el('span', '', l.name); k.style.setProperty('--key', l.color); keys.appendChild(k); }
+    wrap.appendChild(keys);
+    // Points of every sensor on one time axis (the store aligns them to the step).
+    const ts = Array.from(new Set(g.lines.flatMap((l) => l.s.t))).sort((a, b) => a - b);
+    const index = new Map(ts.map((t, i) => [t, i]));
+    const data = [ts];
+    const series = [{}];
+    const bands = [];
+    for (const l of g.lines) {
+      const cols = { mean: new Array(ts.length).fill(null), min: new Array(ts.length).fill(null), max: new Array(ts.length).fill(null) };
+      l.s.t.forEach((t, i) => { const j = index.get(t); cols.mean[j] = l.s.mean[i]; cols.min[j] = l.s.min[i]; cols.max[j] = l.s.max[i]; });
+      const base = data.length;
+      data.push(cols.mean, cols.min, cols.max);
+      series.push({ label: l.name, stroke: l.color, width: 2, points: { show: ts.length < 60 } },
+        { label: l.name + ' min', stroke: 'transparent', points: { show: false } },
+        { label: l.name + ' max', stroke: 'transparent', points: { show: false } });
+      bands.push({ series: [base + 2, base + 1], fill: l.color + '33' });
+    }
+    const fg = cssVar('--muted') || '#666', grid = cssVar('--line') || '#ddd';
+    const fmt = (v) => v === null || v === undefined ? '–' : fmtValue(q, v);
+    const opts = {
+      width: 300, height: 190, legend: { show: false }, bands, series,
+      scales: { x: { time: true } },
+      axes: [
+        { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid } },
+        { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, size: 44, values: (u, vals) => vals.map((v) => fmtValue(q, v)) },
+      ],
+      cursor: { drag: { x: false, y: false } },
+      hooks: {
+        setCursor: [(u) => {
+          const i = u.cursor.idx;
+          if (i === null || i === undefined) { readout.textContent = hint; return; }
+          const parts = g.lines.map((l, k) => l.name + ' ' + fmt(u.data[1 + 3 * k][i]) + ' ' + g.unit +
+            ' (' + fmt(u.data[2 + 3 * k][i]) + '–' + fmt(u.data[3 + 3 * k][i]) + ')');
+          readout.textContent = when(new Date(u.data[0][i] * 1000)) + ' · ' + parts.join(' · ');
+        }],
+      },
+    };
+    // uPlot is loaded with defer before this script; without it (a broken
+    // download) the page shows the latest values only.
+    if (typeof uPlot !== 'function') { plot.appendChild(el('p', 'muted', 'The chart library did not load; reload the page.')); return wrap; }
+    requestAnimationFrame(() => {
+      const u = new uPlot(opts, data, plot);
+      u.setSize({ width: Math.max(200, plot.clientWidth), height: 190 });
+      charts.push(u);
+    });
+    return wrap;
+  }
+
+  for (const b of $('range').querySelectorAll('button')) {
+    b.setAttribute('aria-pressed', b.dataset.range === range ? 'true' : 'false');
+    b.addEventListener('click', () => {
+      range = b.dataset.range;
+      store.set('range', range);
+      for (const x of $('range').querySelectorAll('button')) x.setAttribute('aria-pressed', x === b ? 'true' : 'false');
+      history = null;
+      drawCharts();
+    });
+  }
+  let resizeTimer = 0;
+  window.addEventListener('resize', () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => { for (const c of charts) c.setSize({ width: Math.max(200, c.root.parentElement.clientWidth), height: 190 }); }, 150);
+  });
+
+  async function loadSensors() {
+    try { sensors = await authed('GET', '/sensors'); } catch (e) { $('sensors-note').textContent = e.message; return; }
+    renderSensors();
+    history = null;
+    drawCharts();
+  }
+
+  function onSensors(latest) {
+    sensors.sensors = latest;
+    renderSensors();
+    // A new sample: the day's chart grows a point; longer ranges change
+    // only by the hour, and are reloaded when the panel is shown again.
+    if (panel === 'sensors' && range === '24h' && history && Date.now() - history.at > 60000) { history = null; drawCharts(); }
+  }
+
+  // ---- devices ----
+
+  let devicesSeen = 0;
+  function usbName(d) {
+    const m = (d.manufacturer || '').trim(), p = (d.product || '').trim();
+    if (p && m && !p.toLowerCase().startsWith(m.toLowerCase())) return m + ' ' + p;
+    return p || m || 'USB device ' + d.vendor_id + ':' + d.product_id;
+  }
+  function renderUSB(list, monitor) {
+    const ul = $('usb-list');
+    ul.replaceChildren();
+    for (const d of list || []) {
+      const li = el('li', 'usb');
+      li.dataset.port = d.port;
+      const line = el('div', 'line');
+      line.appendChild(el('strong', 'grow', usbName(d)));
+      line.appendChild(el('span', 'pill', d.vendor_id + ':' + d.product_id));
+      li.appendChild(line);
+      li.appendChild(el('p', 'sub', 'port ' + d.port + (d.class ? ' · ' + d.class : '') + (d.serial ? ' · serial ' + d.serial : '')));
+      ul.appendChild(li);
+    }
+    if (!ul.children.length) ul.appendChild(el('li', 'muted', 'No USB device is connected.'));
+    if (monitor !== undefined) $('usb-monitor').textContent = monitor;
+  }
+  function onUSB(e) {
+    renderUSB(e.devices);
+    const ol = $('usb-events');
+    if (ol.firstElementChild && ol.firstElementChild.classList.contains('muted')) ol.replaceChildren();
+    const li = el('li', e.connected ? 'plugged' : 'unplugged');
+    li.appendChild(el('strong', '', (e.name || usbName(e.device)) + (e.connected ? ' plugged in' : ' removed')));
+    li.appendChild(el('p', 'sub', when(new Date()) + ' · port ' + e.device.port + (e.offline ? ' · while Perch was stopped' : '')));
+    ol.prepend(li);
+    while (ol.children.length > 20) ol.lastElementChild.remove();
+    if (panel !== 'devices') { devicesSeen++; $('devices-badge').textContent = String(devicesSeen); $('devices-badge').hidden = false; }
+  }
+
+  async function loadI2C() {
+    const box = $('i2c-buses');
+    let r;
+    try { r = await authed('GET', '/i2c'); } catch (e) { box.replaceChildren(el('p', 'error', e.message)); return; }
+    box.replaceChildren();
+    if (r.error) box.appendChild(el('p', 'muted', r.error));
+    const ul = el('ul', 'list');
+    for (const b of r.buses || []) {
+      const li = el('li', 'scan');
+      li.dataset.bus = String(b.number >= 0 ? b.number : b.name);
+      const line = el('div', 'line');
+      line.appendChild(el('strong', 'grow', 'Bus ' + (b.number >= 0 ? b.number + ' (' + b.name + ')' : b.name)));
+      const out = el('div', 'scan-out');
+      line.appendChild(button('Scan', () => scan(li.dataset.bus, out)));
+      li.appendChild(line);
+      li.appendChild(out);
+      ul.appendChild(li);
+    }
+    if (ul.children.length) box.appendChild(ul);
+  }
+
+  async function scan(bus, out) {
+    const ok = await confirmAction('Scan I²C bus ' + bus + '?',
+      'Every address from 0x03 to 0x77 is asked whether a device is there, with the probe i2cdetect uses for it. ' +
+      'A few chips can be confused by a probe (rarely: some EEPROMs, write-only chips). Scan now?', 'Scan');
+    if (!ok) return;
+    out.replaceChildren(el('p', 'muted', 'Scanning…'));
+    let r;
+    try { r = await authed('POST', '/i2c/scan', { bus }); } catch (e) { out.replaceChildren(el('p', 'error', e.message)); return; }
+    out.replaceChildren();
+    if (!r.found.length) { out.appendChild(el('p', 'muted', 'No device answered. Check the wiring (SDA, SCL, 3.3 V, ground) and that the device is powered.')); return; }
     const t = el('table');
     const head = el('tr');
-    for (const c of cols) head.appendChild(el('th', '', c));
+    for (const h of ['Address', 'Likely part']) head.appendChild(el('th', '', h));
     t.appendChild(head);
-    for (const r of rows) {
+    for (const f of r.found) {
       const tr = el('tr');
-      for (const c of cols) {
-        const v = r[c];
-        const td = el('td', c === 'status' ? (v === 'ok' ? 'ok' : v === 'fail' ? 'bad' : '') : '');
-        td.appendChild(v === undefined ? el('span') : renderValue(v));
-        tr.appendChild(td);
-      }
+      tr.appendChild(el('td', '', f.hex + (f.busy ? ' (in use by the kernel)' : '')));
+      tr.appendChild(el('td', '', f.parts.length ? f.parts.map((p) => p.name + (p.type ? ' — sensor type ' + p.type : '')).join(' or ') : 'unknown part'));
       t.appendChild(tr);
     }
-    return t;
-  }
-
-  function dl(obj) {
-    const d = el('dl');
-    const keys = Object.keys(obj);
-    keys.sort((a, b) => {
-      const ia = PREFERRED.indexOf(a), ib = PREFERRED.indexOf(b);
-      return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || a.localeCompare(b);
-    });
-    for (const k of keys) {
-      d.appendChild(el('dt', '', k.replace(/_/g, ' ')));
-      const dd = el('dd');
-      dd.appendChild(renderValue(obj[k]));
-      d.appendChild(dd);
+    out.appendChild(t);
+    if (r.found.some((f) => f.parts.some((p) => p.type))) {
+      out.appendChild(el('p', 'hint', 'Parts with a sensor type can be read by name once listed under "sensors" in the config, e.g. {"name": "greenhouse", "type": "bme280", "bus": "' + bus + '"}.'));
     }
-    return d;
   }
 
-  let statusTimer = 0;
+  // ---- schedules ----
+
+  function describeSchedule(j) {
+    const s = j.schedule || {};
+    if (s.at_seconds !== undefined) return 'once' + (j.next_run ? ', ' + when(j.next_run) : '');
+    if (s.every_seconds !== undefined) return 'every ' + span(s.every_seconds);
+    if (s.cron_expr) return 'cron ' + s.cron_expr + (s.tz ? ' (' + s.tz + ')' : '');
+    return 'no schedule';
+  }
+  function target(j) {
+    if (!j.channel || !j.to) return 'kept as the job\'s result';
+    if (j.channel === 'web') return j.to === chatID ? 'this chat' : 'page chat ' + j.to;
+    return j.channel + ' chat ' + j.to;
+  }
+
+  async function loadJobs() {
+    let jobs;
+    try { jobs = await authed('GET', '/admin/cron'); } catch (e) { $('job-list').replaceChildren(el('li', 'error', e.message)); return; }
+    const ul = $('job-list');
+    ul.replaceChildren();
+    for (const j of jobs) {
+      const li = el('li', 'job');
+      li.dataset.id = j.id;
+      const line = el('div', 'line');
+      line.appendChild(el('strong', 'grow', j.command ? '$ ' + j.command : j.message));
+      const once = j.schedule && j.schedule.at_seconds !== undefined;
+      line.appendChild(el('span', 'pill' + (j.enabled ? ' ok' : ''), j.enabled ? 'on' : once && j.last_run ? 'done' : 'off'));
+      li.appendChild(line);
+      li.appendChild(el('p', 'sub', describeSchedule(j) + ' · ' + (j.deliver ? 'sent to ' : 'Perch answers, to ') + target(j)));
+      li.appendChild(el('p', 'sub', j.next_run ? 'next ' + when(j.next_run) : 'no next run'));
+      if (j.last_run) {
+        const last = el('p', 'sub' + (j.last_failed ? ' bad' : ''), (j.last_failed ? 'last run failed ' : 'last ran ') + when(j.last_run) + ': ' + (j.last_result || ''));
+        last.classList.add('last');
+        li.appendChild(last);
+      }
+      const acts = el('div', 'actions');
+      if (j.enabled) acts.appendChild(button('Disable', () => jobAction(j, 'disable')));
+      else if (!(once && j.last_run)) acts.appendChild(button('Enable', () => jobAction(j, 'enable')));
+      acts.appendChild(button('Remove', () => jobAction(j, 'remove'), 'danger'));
+      li.appendChild(acts);
+      ul.appendChild(li);
+    }
+    if (!jobs.length) ul.appendChild(el('li', 'muted', 'Nothing is scheduled. Add a reminder below, or ask Perch in the chat ("remind me to water the plants at 7").'));
+  }
+
+  async function jobAction(j, action) {
+    if (action === 'remove' && !await confirmAction('Remove this schedule?', (j.command ? '$ ' + j.command : j.message) + ' — ' + describeSchedule(j), 'Remove')) return;
+    try {
+      if (action === 'remove') await authed('DELETE', '/admin/cron/' + encodeURIComponent(j.id));
+      else await authed('POST', '/admin/cron/' + encodeURIComponent(j.id) + '/' + action, {});
+    } catch (e) { notice(e.message); }
+    loadJobs(); // the "jobs" event follows too; this answers at once
+  }
+
+  const KIND_HINT = {
+    at: 'A duration from now: 90 (seconds), 10m, 1h30m, 2d.',
+    every: 'A duration, at least 10 seconds: 10m, 1h, 1d.',
+    cron: 'Five fields: minute hour day-of-month month day-of-week, e.g. 0 9 * * 1-5 for 9:00 on weekdays.',
+  };
+  function jobSchedule() {
+    const kind = $('job-kind').value, v = $('job-when').value.trim();
+    if (kind === 'cron') return { cron_expr: v, tz: $('job-tz').value.trim() || undefined };
+    const s = seconds(v);
+    if (!isFinite(s)) return { error: '“' + v + '” is not a duration; write 90, 10m, 1h30m or 2d.' };
+    return kind === 'at' ? { at_seconds: s } : { every_seconds: s };
+  }
+  let previewTimer = 0, previewSeq = 0;
+  function preview() {
+    $('job-when-hint').textContent = KIND_HINT[$('job-kind').value];
+    $('job-tz-row').hidden = $('job-kind').value !== 'cron';
+    clearTimeout(previewTimer);
+    previewTimer = setTimeout(async () => {
+      const out = $('job-preview');
+      if (!$('job-when').value.trim()) { out.replaceChildren(); return; }
+      const sc = jobSchedule();
+      if (sc.error) { out.replaceChildren(el('p', 'error', sc.error)); return; }
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(sc)) if (v !== undefined) q.set(k, String(v));
+      const seq = ++previewSeq;
+      try {
+        const p = await authed('GET', '/admin/cron/preview?' + q);
+        if (seq !== previewSeq) return;
+        const mine = Intl.DateTimeFormat().resolvedOptions().timeZone;
+        out.replaceChildren(el('span', '', 'Next runs, in your time' + (sc.cron_expr && p.zone !== mine ? ' (the expression runs in ' + p.zone + ')' : '') + ':'));
+        const ol = el('ol');
+        for (const t of p.next) ol.appendChild(el('li', '', when(t)));
+        out.appendChild(ol);
+      } catch (e) {
+        if (seq === previewSeq) out.replaceChildren(el('p', 'error', e.message));
+      }
+    }, 250);
+  }
+  $('job-kind').addEventListener('change', preview);
+  $('job-when').addEventListener('input', preview);
+  $('job-tz').addEventListener('input', preview);
+  $('job-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const err = $('job-error');
+    err.hidden = true;
+    const sc = jobSchedule();
+    if (sc.error) { err.textContent = sc.error; err.hidden = false; return; }
+    const deliver = document.querySelector('input[name=job-do]:checked').value === 'deliver';
+    const spec = { message: $('job-message').value.trim(), deliver, channel: 'web', to: chatID, schedule: sc };
+    $('job-add').disabled = true;
+    try {
+      await authed('POST', '/admin/cron', spec);
+      $('job-message').value = '';
+      $('job-when').value = '';
+      $('job-preview').replaceChildren();
+      loadJobs();
+    } catch (e) {
+      err.textContent = e.message;
+      err.hidden = false;
+    } finally {
+      $('job-add').disabled = false;
+    }
+  });
+  preview();
+
+  // ---- readiness and system ----
+
+  // What each check is, in a person's words, and what to do when it fails.
+  const CHECKS = {
+    store: ['Database', 'Restart Perch. If it keeps failing, stop it and run “perch db check”.'],
+    provider: ['Language model', 'Connect one with the setup form: choose a provider and paste its key.'],
+    sandbox: ['Command sandbox', 'Commands need a kernel with Landlock, or turn off tools.exec.require_sandbox in the config.'],
+    sensors: ['Sensors', ''],
+    'sensor history': ['Sensor history', 'Readings are kept once the clock is set (NTP) and the database answers; see the message above.'],
+    devices: ['USB devices', ''],
+    startup: ['Start-up', 'Wait a few seconds; Perch is starting.'],
+    'channel:web': ['This web page', ''],
+    'channel:mqtt': ['MQTT link', 'Check the broker address and login under mqtt in the config, and that the broker is running.'],
+  };
+  function checkName(n) {
+    if (CHECKS[n]) return CHECKS[n][0];
+    if (n.startsWith('channel:')) return 'Chat channel ' + n.slice(8);
+    return n;
+  }
+  function checkFix(n) {
+    if (CHECKS[n]) return CHECKS[n][1];
+    if (n.startsWith('channel:')) return 'Check its token under channels.' + n.slice(8) + ' in the config (the platform may have refused it), then restart Perch.';
+    return '';
+  }
+
+  let status = null; // the latest status: from the stream, or /ready alone
+  let streamed = false; // a status came with the stream: it is the newest
+  function setState(text, ok) {
+    $('state').textContent = text;
+    $('state').className = 'state ' + (ok === true ? 'ok' : ok === false ? 'bad' : '');
+  }
+
+  // applyReadiness is the one readiness of the page: the header and the
+  // System panel show the same answer.
+  function applyReadiness(ready, checks, model) {
+    const failing = checks.filter((c) => c.status === 'fail');
+    setState(ready ? 'ready' + (model ? ' · ' + model : '') : 'not ready' + (failing.length ? ': ' + failing.map((c) => checkName(c.name)).join(', ') : ''), ready);
+    const sum = $('ready-summary');
+    sum.textContent = ready ? 'Perch is ready.' : 'Perch is not ready: ' + (failing.length ? failing.map((c) => checkName(c.name).toLowerCase()).join(', ') + ' failing.' : 'starting.');
+    sum.className = 'summary ' + (ready ? 'ok' : 'bad');
+    const ul = $('ready-list');
+    ul.replaceChildren();
+    const sorted = checks.slice().sort((a, b) => (a.status === 'fail' ? 0 : 1) - (b.status === 'fail' ? 0 : 1) || a.name.localeCompare(b.name));
+    for (const c of sorted) {
+      if (c.name.startsWith('channel:')) continue; // shown under Channels
+      const li = el('li', 'check ' + (c.status === 'ok' ? 'pass' : 'fail'));
+      li.dataset.check = c.name;
+      const line = el('div', 'line');
+      line.appendChild(el('strong', 'grow', checkName(c.name)));
+      line.appendChild(el('span', 'pill ' + (c.status === 'ok' ? 'ok' : 'bad'), c.status === 'ok' ? 'ok' : 'failing'));
+      li.appendChild(line);
+      if (c.message) li.appendChild(el('p', 'sub', c.message));
+      if (c.status === 'fail') {
+        const fix = el('p', 'fix', 'How to fix: ' + (checkFix(c.name) || 'see the message above.'));
+        if (c.name === 'provider') { fix.appendChild(el('br')); fix.appendChild(button('Open the setup form', () => openSetup(), 'primary')); }
+        li.appendChild(fix);
+      }
+      ul.appendChild(li);
+    }
+    const chans = $('channel-list');
+    chans.replaceChildren();
+    for (const c of sorted.filter((c) => c.name.startsWith('channel:'))) {
+      const li = el('li', 'channel');
+      const line = el('div', 'line');
+      line.appendChild(el('strong', 'grow', checkName(c.name)));
+      line.appendChild(el('span', 'pill ' + (c.status === 'ok' ? 'ok' : 'bad'), c.status === 'ok' ? 'ok' : 'failing'));
+      li.appendChild(line);
+      if (c.message) li.appendChild(el('p', 'sub', c.message));
+      if (c.status === 'fail') li.appendChild(el('p', 'fix', 'How to fix: ' + checkFix(c.name)));
+      chans.appendChild(li);
+    }
+    const prov = checks.find((c) => c.name === 'provider');
+    providerOK = !prov || prov.status === 'ok';
+    if (!providerOK) notice('No language model is connected yet, so Perch cannot answer in the chat. Open the setup form to choose a provider and paste its key.', { setup: true });
+    else if (/No language model/.test($('notice-text').textContent)) notice('');
+  }
+
+  function mb(n) {
+    if (n >= 1e9) return (n / 1e9).toFixed(1) + ' GB';
+    if (n >= 1e6) return (n / 1e6).toFixed(n >= 1e7 ? 0 : 1) + ' MB';
+    return Math.max(1, Math.round(n / 1e3)) + ' kB';
+  }
+  function applyStatus(st, fromStream) {
+    if (fromStream) streamed = true;
+    else if (streamed) return;
+    status = st;
+    applyReadiness(st.ready, st.checks || [], st.model);
+    const f = $('figures');
+    f.replaceChildren();
+    const add = (k, v) => { if (v === undefined || v === null || v === '') return; f.appendChild(el('dt', '', k)); f.appendChild(el('dd', '', v)); };
+    add('Version', st.version);
+    add('Up for', st.uptime);
+    add('Language model', st.model ? st.provider + ', ' + st.model : 'none connected');
+    add('Memory', st.memory_mb + ' MB in use (' + st.heap_mb + ' MB heap)');
+    if (st.disk) add('Disk', mb(st.disk.free_bytes) + ' free of ' + mb(st.disk.total_bytes) + ' (' + st.disk.path + ')');
+    add('Database', mb(st.database_bytes || 0));
+    if (st.sample_seconds) add('Sensor samples', 'every ' + span(st.sample_seconds));
+    if (st.mqtt) add('MQTT', [st.mqtt.state || (st.mqtt.connected ? 'connected' : 'not connected'), st.mqtt.broker].filter(Boolean).join(' · '));
+    add('Pages open', String(st.pages));
+    const rec = st.database_recovered;
+    $('recovered-text').textContent = rec ? 'The database was repaired at start: ' + rec.detail : '';
+    $('recovered').hidden = !rec;
+    if (Array.isArray(st.devices)) renderUSB(st.devices, st.devices_monitor ? 'Watching for USB devices.' : 'USB devices are not watched (devices.enabled and devices.monitor_usb in the config).');
+  }
+
+  // readyPublic reads /ready before the stream runs (or without a token):
+  // enough for the header and the first-run form.
+  async function readyPublic() {
+    let res, data = null;
+    try {
+      const token = store.get('token', '');
+      res = await fetch('/ready', { cache: 'no-store', headers: token ? { Authorization: 'Bearer ' + token } : {} });
+      if ((res.status === 401 || res.status === 429) && token) res = await fetch('/ready', { cache: 'no-store' });
+      data = await res.json();
+    } catch (e) {
+      setState('offline', false);
+      return null;
+    }
+    if (!status) {
+      applyReadiness(res.ok, Object.values(data.checks || {}), data.agent && data.agent.model);
+      const st = (data.checks || {}).store;
+      if (st && /damaged/.test(st.message || '')) { $('recovered-text').textContent = st.message; $('recovered').hidden = false; }
+    }
+    return data;
+  }
+
+  async function showCommand(path, what) {
+    const out = $('service-out');
+    out.hidden = false;
+    out.textContent = 'Loading ' + what + '…';
+    try {
+      const r = await authed('GET', path);
+      out.textContent = r.error ? what + ' not available: ' + r.error : (r.output || '(empty)');
+    } catch (e) { out.textContent = e.message; }
+  }
+  $('show-service').addEventListener('click', () => showCommand('/admin/service', 'the service status'));
+  $('show-logs').addEventListener('click', () => showCommand('/admin/logs', 'the logs'));
+
   async function loadStatus() {
-    const ready = await refreshState();
-    const ro = $('ready-out');
-    ro.replaceChildren();
-    if (ready.error) ro.appendChild(el('p', 'error', ready.error));
-    else {
-      ro.appendChild(el('p', ready.ok ? 'ok' : 'bad', ready.data.status + (ready.data.uptime ? ', up ' + ready.data.uptime : '')));
-      ro.appendChild(table(Object.values(ready.data.checks || {}).map((c) => ({ name: c.name, status: c.status, message: c.message || '' }))));
-      if (ready.data.agent) ro.appendChild(dl(ready.data.agent));
-    }
-    const ao = $('admin-out');
     try {
       const st = await authed('GET', '/admin/status');
-      ao.replaceChildren(dl(st));
-    } catch (e) {
-      ao.replaceChildren(el('p', 'error', e.message));
-    }
+      // /admin/status carries the figures; the checks come with the stream.
+      const r = await authed('GET', '/ready').catch((e) => e.data || { checks: {} });
+      applyStatus(Object.assign({}, st, { checks: Object.values((r && r.checks) || {}) }));
+    } catch (e) { /* the stream brings it */ }
   }
 
-  $('show-status').addEventListener('click', () => {
-    $('session').value = session;
-    $('status-dialog').showModal();
-    loadStatus();
-    clearInterval(statusTimer);
-    statusTimer = setInterval(() => { if ($('status-dialog').open && !$('token-dialog').open) loadStatus(); }, 10000);
+  function switchChat(c) {
+    c = c.trim();
+    if (!validChat(c)) { notice('A chat name is 1 to 64 letters, digits, “_”, “.” or “-”.'); return; }
+    if (c === chatID) return;
+    chatID = c;
+    store.set('chat', chatID);
+    $('session').value = chatID;
+    loadHistory();
+    show('chat');
+  }
+  $('session-form').addEventListener('submit', (ev) => { ev.preventDefault(); switchChat($('session').value); });
+  $('session').addEventListener('change', () => switchChat($('session').value));
+  $('session-new').addEventListener('click', () => {
+    const b = new Uint8Array(4);
+    crypto.getRandomValues(b);
+    switchChat(Array.from(b, (x) => x.toString(16).padStart(2, '0')).join(''));
   });
-  $('status-close').addEventListener('click', () => $('status-dialog').close());
-  $('status-dialog').addEventListener('close', () => clearInterval(statusTimer));
-
-  function switchSession(key) {
-    key = key.trim();
-    if (!key || key === session) return;
-    session = key;
-    store.set('session', session);
-    $('session').value = session;
-    loadSession();
-  }
-  $('session-form').addEventListener('submit', (ev) => { ev.preventDefault(); switchSession($('session').value); });
-  $('session').addEventListener('change', () => switchSession($('session').value));
-  $('session-new').addEventListener('click', () => switchSession(newSessionKey()));
   $('token-change').addEventListener('click', () => { askToken('').catch(() => {}); });
-  $('token-forget').addEventListener('click', () => { store.del('token'); notice('This browser no longer keeps the token.', false); });
-  $('provider-change').addEventListener('click', () => { $('status-dialog').close(); openSetup(); });
+  $('token-forget').addEventListener('click', () => { store.del('token'); notice('This browser no longer keeps the token.'); });
+  $('provider-change').addEventListener('click', () => openSetup());
+
+  // ---- event stream ----
+
+  let live = false, connecting = false, source = null, lastID = '', backoff = 1000, retryTimer = 0;
+
+  // connect opens the page's one stream: a ticket from an authenticated
+  // POST (EventSource sends no header, and a token in a URL would land in
+  // logs), then the stream from where this page left off.
+  async function connect() {
+    if (connecting) return;
+    connecting = true;
+    clearTimeout(retryTimer);
+    if (source) { source.close(); source = null; }
+    let t;
+    try {
+      t = await authed('POST', '/events/ticket', {});
+    } catch (e) {
+      connecting = false;
+      live = false;
+      if (e.status === 401) { setState('locked: enter the token', false); return; }
+      setState('offline, retrying', false);
+      retryTimer = setTimeout(connect, backoff);
+      backoff = Math.min(backoff * 2, 30000);
+      return;
+    }
+    connecting = false;
+    const es = new EventSource('/events?ticket=' + encodeURIComponent(t.ticket) + (lastID ? '&since=' + encodeURIComponent(lastID) : ''));
+    source = es;
+    const on = (kind, fn) => es.addEventListener(kind, (ev) => {
+      if (ev.lastEventId) lastID = ev.lastEventId;
+      let d = null;
+      try { d = JSON.parse(ev.data); } catch { return; }
+      fn(d);
+    });
+    on('hello', (d) => { if (!lastID) lastID = d.id; backoff = 1000; live = true; });
+    on('resync', () => loadAll());
+    on('status', (st) => applyStatus(st, true));
+    on('message', receive);
+    on('sensors', onSensors);
+    on('usb', onUSB);
+    on('jobs', () => loadJobs());
+    es.onerror = () => {
+      // The browser would retry with the spent ticket: take over.
+      es.close();
+      if (source !== es) return;
+      source = null;
+      live = false;
+      setState('reconnecting…', false);
+      retryTimer = setTimeout(connect, backoff);
+      backoff = Math.min(backoff * 2, 30000);
+    };
+  }
+
+  function loadAll() {
+    loadHistory();
+    loadSensors();
+    loadJobs();
+    loadI2C();
+    loadStatus();
+  }
+
+  let started = false;
+  function start() {
+    if (started && live) return;
+    started = true;
+    connect();
+    loadAll();
+  }
 
   // ---- setup ----
 
+  let providerOK = null; // unknown until /ready answers
+  let setupInfo = { needs_code: false, code_where: 'in the gateway\'s log' };
   const EXAMPLES = {
     openrouter: 'openai/gpt-4o-mini', openai: 'gpt-4o-mini', anthropic: 'claude-3-5-haiku-latest',
     gemini: 'gemini-2.0-flash', groq: 'llama-3.3-70b-versatile', deepseek: 'deepseek-chat', ollama: 'llama3.2',
@@ -462,17 +1065,21 @@
   }
   $('setup-provider').addEventListener('change', syncProvider);
 
+  let setupDone = null;
   function openSetup() {
-    const first = providerOK === false;
+    const first = setupInfo.needs_code;
     $('setup-code-row').hidden = !first;
+    $('setup-code-hint').textContent = 'Perch printed it ' + setupInfo.code_where + ' when it started.';
     $('setup-why').textContent = first
-      ? 'Perch has no language model yet. Choose a provider and paste its API key; the gateway saves it in its config and starts using it at once.'
-      : 'Perch already has a provider; saving here replaces it (the API token is needed).';
+      ? 'Perch has no language model yet. Enter the setup code, choose a provider and paste its API key; Perch saves them and starts using them at once.'
+      : 'Saving here replaces the language model Perch uses.';
     $('setup-error').hidden = true;
     syncProvider();
     if (!$('setup-dialog').open) $('setup-dialog').showModal();
     (first ? $('setup-code') : $('setup-model')).focus();
+    return new Promise((resolve) => { setupDone = resolve; });
   }
+  $('setup-dialog').addEventListener('close', () => { if (setupDone) { setupDone(); setupDone = null; } });
 
   $('setup-cancel').addEventListener('click', () => $('setup-dialog').close());
   $('setup-form').addEventListener('submit', async (ev) => {
@@ -489,12 +1096,15 @@
     $('setup-save').disabled = true;
     try {
       // Before a provider exists the setup code is the credential; after, the token.
-      const r = providerOK === false ? await api('POST', '/setup', body) : await authed('POST', '/setup', body);
+      const r = setupInfo.needs_code ? await api('POST', '/setup', body) : await authed('POST', '/setup', body);
+      // The page that proved the code receives the API token with the answer.
+      if (r.token) store.set('token', r.token);
+      setupInfo.needs_code = false;
       $('setup-key').value = '';
       $('setup-code').value = '';
       $('setup-dialog').close();
-      notice('Connected: ' + r.provider + ', model ' + r.model + '. Saved in ' + r.config + '.', false);
-      await refreshState();
+      notice('Connected: ' + r.provider + ', model ' + r.model + '. Saved in ' + r.config + '.');
+      await readyPublic();
     } catch (e) {
       err.textContent = e.message;
       err.hidden = false;
@@ -505,7 +1115,13 @@
 
   // ---- start ----
 
-  loadSession();
-  refreshState();
-  setInterval(() => { if (document.visibilityState === 'visible') refreshState(); }, 30000);
+  (async () => {
+    $('session').value = chatID;
+    try { setupInfo = await api('GET', '/setup'); } catch { /* no setup route */ }
+    await readyPublic();
+    // On a first run the setup form comes first: the code it takes also
+    // brings the token, so the owner is asked for one secret only.
+    if (setupInfo.needs_code) await openSetup();
+    start();
+  })();
 })();

@@ -85,6 +85,10 @@ type Server struct {
 	Models []map[string]any
 	// Image is the base64 image POST /images/generations returns.
 	Image string
+	// Transcript is the text POST /audio/transcriptions returns.
+	Transcript string
+	// Transcriptions records the audio uploads received.
+	Transcriptions []Transcription
 
 	calls atomic.Int64
 }
@@ -96,6 +100,7 @@ func New() *Server {
 	mux.HandleFunc("POST /chat/completions", s.chat)
 	mux.HandleFunc("GET /models", s.models)
 	mux.HandleFunc("POST /images/generations", s.images)
+	mux.HandleFunc("POST /audio/transcriptions", s.transcribe)
 	s.Server = httptest.NewServer(mux)
 	return s
 }
@@ -246,4 +251,39 @@ func LastTool(req ChatRequest) string {
 		}
 	}
 	return ""
+}
+
+// Transcription is a recorded speech-to-text request.
+type Transcription struct {
+	Model    string
+	FileName string
+	Size     int
+}
+
+// transcribe answers a Whisper-style multipart upload with Transcript.
+func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseMultipartForm(32 << 20); err != nil {
+		writeError(w, 400, "expected a multipart form: "+err.Error(), "")
+		return
+	}
+	f, fh, err := r.FormFile("file")
+	if err != nil {
+		writeError(w, 400, "missing file", "")
+		return
+	}
+	data, _ := io.ReadAll(f)
+	f.Close()
+	s.mu.Lock()
+	s.Transcriptions = append(s.Transcriptions, Transcription{Model: r.FormValue("model"), FileName: fh.Filename, Size: len(data)})
+	text := s.Transcript
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]string{"text": text})
+}
+
+// Transcribed returns the speech-to-text requests received.
+func (s *Server) Transcribed() []Transcription {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Transcription(nil), s.Transcriptions...)
 }

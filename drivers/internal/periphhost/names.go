@@ -52,3 +52,21 @@ func Bytes(vals []int64, max int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// Lookup returns the entry of all that name means (see Find), or an error
+// wrapping notFound that lists what is present ("buses present: …", with
+// kind "buses"), each as label gives it.
+// i2creg and spireg keep different Ref types; ref maps either to Ref.
+func Lookup[R any](all []R, name, kind string, ref func(R) Ref, label func(R) string, normalize func(string) string, notFound error) (R, error) {
+	list := make([]Ref, len(all))
+	names := make([]string, len(all))
+	for i, r := range all {
+		list[i] = ref(r)
+		names[i] = label(r)
+	}
+	if i := Find(list, name, normalize); i >= 0 {
+		return all[i], nil
+	}
+	var zero R
+	return zero, fmt.Errorf("%w %q; %s present: %s", notFound, strings.TrimSpace(name), kind, strings.Join(names, ", "))
+}

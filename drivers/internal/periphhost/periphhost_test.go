@@ -1,6 +1,8 @@
 package periphhost
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"periph.io/x/conn/v3/driver/driverreg"
@@ -33,3 +35,23 @@ func TestInitRunsTheSysfsBusDrivers(t *testing.T) {
 		}
 	}
 }
+
+func TestLookup(t *testing.T) {
+	type dev struct{ name string }
+	all := []dev{{"SPI0.0"}, {"SPI0.1"}}
+	ref := func(d dev) Ref { return Ref{Name: d.name, Number: -1} }
+	label := func(d dev) string { return d.name }
+	norm := strings.ToLower
+	if got, err := Lookup(all, "spi0.1", "devices", ref, label, norm, errNotFound); err != nil || got.name != "SPI0.1" {
+		t.Errorf("Lookup = %v, %v", got, err)
+	}
+	if got, err := Lookup(all, "", "devices", ref, label, norm, errNotFound); err != nil || got.name != "SPI0.0" {
+		t.Errorf("empty name = %v, %v; want the first", got, err)
+	}
+	_, err := Lookup(all, "spi9", "devices", ref, label, norm, errNotFound)
+	if !errors.Is(err, errNotFound) || !strings.Contains(err.Error(), `"spi9"; devices present: SPI0.0, SPI0.1`) {
+		t.Errorf("unknown = %v", err)
+	}
+}
+
+var errNotFound = errors.New("unknown device")

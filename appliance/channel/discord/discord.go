@@ -1,0 +1,425 @@
+// Package discord is the Discord channel: the gateway WebSocket (identify
+// with the message content intent, heartbeats, resume after a drop, a
+// connection whose heartbeats go unacknowledged replaced) for messages
+// in, discordgo's REST client for replies, which quote the message they
+// answer.
+package discord
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/config"
+)
+
+// Name is the platform's key under channels in the config.
+const Name = "discord"
+
+// DefaultAPIBase is Discord's REST API.
+const DefaultAPIBase = "https://discord.com/api/v10"
+
+// textLimit is Discord's limit on a message's content, in characters.
+const textLimit = 2000
+
+// uploadMax is the largest file a bot may upload without a boosted server.
+const uploadMax = 10 << 20
+
+// Platform is Discord in the channel table.
+var Platform = channel.Platform{Name: Name, New: New}
+
+// options are the timings; tests shorten them.
+type options struct {
+	Backoff      channel.Backoff
+	SendBackoff  channel.Backoff
+	StartWait    time.Duration
+	HelloTimeout time.Duration
+}
+
+func defaultOptions() options {
+	return options{
+		Backoff:     channel.Backoff{Min: time.Second, Max: 5 * time.Minute},
+		SendBackoff: channel.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second},
+		StartWait:   15 * time.Second, HelloTimeout: 20 * time.Second,
+	}
+}
+
+// Channel is a running Discord connection.
+type Channel struct {
+	in     *channel.Intake
+	state  *channel.State
+	log    *slog.Logger
+	rest   *discordgo.Session
+	files  *http.Client
+	token  string
+	opts   options
+	format channel.Format
+	sender *channel.Sender
+
+	mu  sync.Mutex
+	bot readyUser
+
+	// events carries MESSAGE_CREATE payloads from the gateway's reader to
+	// the worker, so a slow store never stalls heartbeat acks.
+	events chan json.RawMessage
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New builds the Discord channel of d; it connects in Start.
+func New(d channel.Deps) (channel.Channel, error) { return newChannel(d, defaultOptions()) }
+
+func newChannel(d channel.Deps, o options) (*Channel, error) {
+	s, ok := d.Section.Settings.(*config.BotChannel)
+	if !ok {
+		return nil, fmt.Errorf("discord: settings are %T, not a bot channel section", d.Section.Settings)
+	}
+	base, err := apiBase(d.Section.APIBase)
+	if err != nil {
+		return nil, err
+	}
+	token := strings.TrimPrefix(strings.TrimSpace(s.Token.Value()), "Bot ")
+	rest, err := discordgo.New("Bot " + token)
+	if err != nil {
+		return nil, fmt.Errorf("discord: %w", err)
+	}
+	// discordgo builds every URL from package variables fixed at init
+	// (https://discord.com/api/v9/…). Rewriting them here, per session, in
+	// the transport leaves those variables alone: several channels and
+	// tests never race on them.
+	rest.Client = &http.Client{Timeout: 30 * time.Second, Transport: &rewrite{base: base, next: http.DefaultTransport}}
+	rest.ShouldRetryOnRateLimit = false // the channel's sender waits, cancellably
+	rest.MaxRestRetries = 0
+	rest.StateEnabled = false
+	rest.LogLevel = -1 // errors come back to the channel, which logs them
+	c := &Channel{
+		rest: rest, token: token, opts: o, files: &http.Client{Timeout: 5 * time.Minute},
+		events: make(chan json.RawMessage, 256),
+	}
+	c.in = channel.NewIntake(d, channel.IntakeOptions{Title: "Discord", Typing: c.typing, TypingEvery: 8 * time.Second})
+	c.state = c.in.State()
+	c.log = c.in.Log()
+	c.sender = c.in.Sender()
+	c.sender.Backoff = o.SendBackoff
+	c.format = channel.Format{Limit: textLimit, Render: discordMarkdown}
+	return c, nil
+}
+
+// apiBase checks channels.discord.api_base.
+func apiBase(raw string) (*url.URL, error) {
+	if raw == "" {
+		raw = DefaultAPIBase
+	}
+	u, err := url.Parse(strings.TrimSuffix(raw, "/"))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("discord: channels.discord.api_base %q is not an http(s) URL; leave it empty for %s", raw, DefaultAPIBase)
+	}
+	return u, nil
+}
+
+// rewrite sends discordgo's requests for https://discord.com/api/v9/… to
+// the configured base.
+type rewrite struct {
+	base *url.URL
+	next http.RoundTripper
+}
+
+func (r *rewrite) RoundTrip(req *http.Request) (*http.Response, error) {
+	rest, ok := strings.CutPrefix(req.URL.String(), discordgo.EndpointAPI)
+	if !ok {
+		return r.next.RoundTrip(req)
+	}
+	u, err := url.Parse(r.base.String() + "/" + rest)
+	if err != nil {
+		return nil, err
+	}
+	out := req.Clone(req.Context())
+	out.URL, out.Host = u, ""
+	return r.next.RoundTrip(out)
+}
+
+// Name is the channel's name.
+func (c *Channel) Name() string { return Name }
+
+// Check is the /ready check.
+func (c *Channel) Check(context.Context) (bool, string) { return c.state.Check() }
+
+func (c *Channel) identity() readyUser {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bot
+}
+
+// Start connects. A token Discord refuses (401, close 4004) or a message
+// content intent the bot may not use (4014) is an error naming what to
+// fix, which stops the gateway; Discord merely unreachable is not: the
+// channel keeps trying and its check says so.
+func (c *Channel) Start(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	first := make(chan error, 1)
+	var once sync.Once
+	report := func(err error) bool {
+		sent := false
+		once.Do(func() { first <- err; sent = true })
+		return sent
+	}
+	gw := newGateway(gatewayConfig{
+		Token: c.token,
+		URL:   c.gatewayURL,
+		Dispatch: func(ctx context.Context, typ string, data json.RawMessage) {
+			if typ != "MESSAGE_CREATE" {
+				return
+			}
+			select {
+			case c.events <- data:
+			case <-ctx.Done():
+			}
+		},
+		Ready: func(u readyUser) {
+			c.mu.Lock()
+			c.bot = u
+			c.mu.Unlock()
+		},
+		Connected: func(ok bool, err error) {
+			if ok {
+				c.state.Connected()
+				report(nil)
+				return
+			}
+			if err != nil && runCtx.Err() == nil {
+				c.state.Disconnected(fmt.Sprintf("Discord connection down: %v; reconnecting", err))
+				c.state.Fail(err)
+				var ge *gatewayError
+				if !errors.As(err, &ge) || !ge.Fatal {
+					c.log.Warn("Discord connection down; reconnecting", "err", err)
+					report(nil)
+				}
+			}
+		},
+		Log:          c.log,
+		Backoff:      c.opts.Backoff,
+		HelloTimeout: c.opts.HelloTimeout,
+	})
+	c.cancel, c.done = cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { c.work(runCtx) })
+	go func() {
+		defer close(c.done)
+		defer wg.Wait()
+		err := gw.run(runCtx)
+		if err != nil && runCtx.Err() == nil {
+			err = fatalError(err)
+			c.state.Disconnected(err.Error())
+			if !report(err) {
+				c.log.Error("Discord channel stopped", "err", err)
+			}
+		}
+		cancel()
+	}()
+	t := time.NewTimer(c.opts.StartWait)
+	defer t.Stop()
+	select {
+	case err := <-first:
+		if err != nil {
+			cancel()
+			<-c.done
+			return err
+		}
+	case <-t.C:
+		c.log.Warn("Discord has not answered yet; still trying in the background")
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// fatalError names the config key to fix in a refusal.
+func fatalError(err error) error {
+	var ge *gatewayError
+	if errors.As(err, &ge) && ge.Auth {
+		return fmt.Errorf("%w; set channels.discord.token to the bot token from the developer portal (Bot → Reset Token)", err)
+	}
+	return err
+}
+
+// Stop closes the connection (ending the session, so the bot shows
+// offline at once) and waits for its goroutines.
+func (c *Channel) Stop(context.Context) error {
+	if c.cancel == nil {
+		return nil
+	}
+	c.cancel()
+	<-c.done
+	return nil
+}
+
+// gatewayURL asks GET /gateway/bot where to connect; it also proves the
+// token before the gateway does.
+func (c *Channel) gatewayURL(ctx context.Context) (string, error) {
+	res, err := c.rest.GatewayBot(discordgo.WithContext(ctx))
+	if err != nil {
+		var re *discordgo.RESTError
+		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
+			return "", &gatewayError{Fatal: true, Auth: true, Err: errors.New("discord: Discord refused the bot token (401 on GET /gateway/bot)")}
+		}
+		return "", fmt.Errorf("discord: cannot reach Discord: %w", err)
+	}
+	if res.URL == "" {
+		return "", errors.New("discord: GET /gateway/bot named no gateway")
+	}
+	return res.URL, nil
+}
+
+// work turns the gateway's messages into channel messages, in order.
+func (c *Channel) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case data := <-c.events:
+			var m discordgo.Message
+			if err := json.Unmarshal(data, &m); err != nil {
+				c.log.Debug("MESSAGE_CREATE not understood", "err", err)
+				continue
+			}
+			msg, ok := c.message(&m)
+			if !ok {
+				continue
+			}
+			if err := c.in.Receive(ctx, msg); err != nil && ctx.Err() == nil {
+				c.log.Warn("message not received", "chat", msg.ChatID, "err", err)
+			}
+		}
+	}
+}
+
+// Send posts out in its channel, the first part as a reply to the
+// message it answers, split at 2,000 characters.
+func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
+	replied := false
+	if strings.TrimSpace(out.Text) != "" {
+		parts := channel.Prepare(out.Text, c.format)
+		err := c.sender.SendParts(ctx, out.ChatID, parts, c.format, func(ctx context.Context, text string, formatted bool) error {
+			data := &discordgo.MessageSend{Content: text, AllowedMentions: noPings()}
+			if !replied && out.ReplyTo != "" {
+				data.Reference = reference(out)
+			}
+			_, err := c.rest.ChannelMessageSendComplex(out.ChatID, data, discordgo.WithContext(ctx))
+			if err == nil {
+				replied = true
+			}
+			return classify(err)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, m := range out.Media {
+		f, err := channel.OpenMedia(m, uploadMax)
+		if err != nil {
+			c.log.Warn("a file could not be sent", "chat", out.ChatID, "err", err)
+			c.state.Fail(fmt.Errorf("sending a file to chat %s: %w", out.ChatID, err))
+			continue
+		}
+		err = c.sender.Do(ctx, "upload", func(ctx context.Context) error {
+			data := &discordgo.MessageSend{AllowedMentions: noPings(), Files: []*discordgo.File{{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)}}}
+			if !replied && out.ReplyTo != "" {
+				data.Reference = reference(out)
+			}
+			_, err := c.rest.ChannelMessageSendComplex(out.ChatID, data, discordgo.WithContext(ctx))
+			if err == nil {
+				replied = true
+			}
+			return classify(err)
+		})
+		if err != nil {
+			c.log.Warn("sending a file failed", "chat", out.ChatID, "err", err)
+			c.state.Fail(fmt.Errorf("sending a file to chat %s failed: %w", out.ChatID, err))
+			return err
+		}
+	}
+	return nil
+}
+
+// noPings keeps the model's text from pinging @everyone, roles or users;
+// the person answered is still notified by the reply.
+func noPings() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, RepliedUser: true}
+}
+
+func reference(out bus.Outbound) *discordgo.MessageReference {
+	no := false
+	// fail_if_not_exists false: a question deleted meanwhile still gets
+	// its answer, just not as a reply.
+	return &discordgo.MessageReference{MessageID: out.ReplyTo, ChannelID: out.ChatID, FailIfNotExists: &no}
+}
+
+// classify turns a REST error into what the sender should do.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var rl *discordgo.RateLimitError
+	if errors.As(err, &rl) && rl.RateLimit != nil && rl.TooManyRequests != nil {
+		return channel.RetryAfter(rl.RetryAfter, fmt.Errorf("discord: rate limited: %w", err))
+	}
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Response != nil {
+		e := fmt.Errorf("discord: %w", err)
+		code := 0
+		if re.Message != nil {
+			code = re.Message.Code
+		}
+		switch st := re.Response.StatusCode; {
+		case st == http.StatusTooManyRequests:
+			return channel.RetryAfter(time.Second, e)
+		case st >= 500:
+			return channel.Fail(channel.Transient, e)
+		case code == 50035 && bytes.Contains(re.ResponseBody, []byte("BASE_TYPE_MAX_LENGTH")):
+			return channel.Fail(channel.TooLong, e)
+		case code == 50035:
+			// Invalid Form Body about the content: the markup.
+			return channel.Fail(channel.BadFormat, e)
+		default:
+			return channel.Fail(channel.Permanent, e)
+		}
+	}
+	return channel.Fail(channel.Transient, fmt.Errorf("discord: %w", err))
+}
+
+// typing shows "perch is typing…" (it lasts 10 s or until the bot posts).
+func (c *Channel) typing(ctx context.Context, in bus.Inbound) error {
+	return c.rest.ChannelTyping(in.ChatID, discordgo.WithContext(ctx))
+}
+
+// fetch downloads an attachment from Discord's CDN (no token: the URL is
+// signed).
+func (c *Channel) fetch(target string) channel.FetchFunc {
+	return func(ctx context.Context) (io.ReadCloser, int64, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		resp, err := c.files.Do(req)
+		if err != nil {
+			return nil, 0, fmt.Errorf("discord: downloading an attachment: %w", err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, 0, fmt.Errorf("discord: downloading an attachment: %s", resp.Status)
+		}
+		return resp.Body, resp.ContentLength, nil
+	}
+}

@@ -1,0 +1,176 @@
+package discord
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/perchhq/perch/appliance/channel"
+)
+
+// message turns a MESSAGE_CREATE into a channel.Message; ok is false for
+// what is not a person's message (the bot's own, other bots', joins, pins).
+func (c *Channel) message(m *discordgo.Message) (channel.Message, bool) {
+	bot := c.identity()
+	switch {
+	case m.Author == nil || m.Author.Bot || m.Author.ID == bot.ID:
+		return channel.Message{}, false
+	case m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply:
+		return channel.Message{}, false
+	}
+	// A thread is a channel of its own on Discord: its id is the chat, and
+	// replies posted there stay in the thread.
+	out := channel.Message{
+		EventID:   m.ID,
+		ChatID:    m.ChannelID,
+		MessageID: m.ID,
+		SenderID:  m.Author.ID,
+		Username:  m.Author.Username,
+		IsGroup:   m.GuildID != "",
+	}
+	out.SenderName = m.Author.GlobalName
+	if m.Member != nil && m.Member.Nick != "" {
+		out.SenderName = m.Member.Nick
+	}
+	if out.SenderName == "" {
+		out.SenderName = m.Author.Username
+	}
+	mentioned := false
+	for _, u := range m.Mentions {
+		if u != nil && u.ID == bot.ID {
+			mentioned = true
+		}
+	}
+	out.Text, out.Mentioned = stripMention(m.Content, bot, mentioned)
+	out.ReplyToBot = m.ReferencedMessage != nil && m.ReferencedMessage.Author != nil && m.ReferencedMessage.Author.ID == bot.ID
+	for _, a := range m.Attachments {
+		if a == nil {
+			continue
+		}
+		ref := channel.MediaRef{Kind: attachmentKind(m, a), Name: a.Filename, MIME: a.ContentType, Size: int64(a.Size)}
+		if ref.Kind != channel.MediaFile && a.URL != "" {
+			ref.Fetch = c.fetch(a.URL)
+		}
+		out.Media = append(out.Media, ref)
+	}
+	for _, s := range m.StickerItems {
+		if s != nil {
+			out.Media = append(out.Media, channel.MediaRef{Kind: channel.MediaSticker, Name: s.Name})
+		}
+	}
+	return out, true
+}
+
+func attachmentKind(m *discordgo.Message, a *discordgo.MessageAttachment) channel.MediaKind {
+	switch ct := a.ContentType; {
+	case m.Flags&discordgo.MessageFlagsIsVoiceMessage != 0:
+		return channel.MediaVoice
+	case strings.HasPrefix(ct, "image/"):
+		return channel.MediaImage
+	case strings.HasPrefix(ct, "audio/"):
+		return channel.MediaAudio
+	case strings.HasPrefix(ct, "video/"):
+		return channel.MediaVideo
+	}
+	return channel.MediaFile
+}
+
+// stripMention finds the bot's mention — the mention metadata (the
+// mentions list, <@id> or <@!id> markup), then "@name" typed as text
+// (username or display name), then the bare user id — and removes it with
+// the separator after it. The rest of the text is left as typed.
+func stripMention(text string, bot readyUser, inMetadata bool) (string, bool) {
+	if bot.ID == "" {
+		return strings.TrimSpace(text), inMetadata
+	}
+	markup := regexp.MustCompile(`<@!?` + regexp.QuoteMeta(bot.ID) + `>` + sep)
+	if markup.MatchString(text) {
+		return strings.TrimSpace(markup.ReplaceAllString(text, "")), true
+	}
+	if inMetadata {
+		return strings.TrimSpace(text), true
+	}
+	for _, name := range []string{bot.GlobalName, bot.Username} {
+		if name == "" {
+			continue
+		}
+		re := regexp.MustCompile(`(?i)(^|[^\w@])@` + regexp.QuoteMeta(name) + `\b` + sep)
+		if re.MatchString(text) {
+			return strings.TrimSpace(re.ReplaceAllString(text, "$1")), true
+		}
+	}
+	id := regexp.MustCompile(`(^|\D)` + regexp.QuoteMeta(bot.ID) + `\b` + sep)
+	if id.MatchString(text) {
+		return strings.TrimSpace(id.ReplaceAllString(text, "$1")), true
+	}
+	return strings.TrimSpace(text), false
+}
+
+// sep is what follows a mention and goes with it: spaces and one comma or
+// colon.
+const sep = `[ \t]*[,:]?[ \t]*`
+
+var (
+	reUnderBold = regexp.MustCompile(`(^|[^\w_])__([^_\n]+?)__([^\w_]|$)`)
+	reDeepHead  = regexp.MustCompile(`^ {0,3}#{4,6}\s+(.*?)\s*#*\s*$`)
+	reFence     = regexp.MustCompile("^ {0,3}(```|~~~)")
+)
+
+// discordMarkdown renders Markdown for Discord, which shows most of it as
+// is. What differs: __text__ is bold in Markdown but underlined on
+// Discord, and only #, ## and ### are headings. Code is left alone.
+func discordMarkdown(md string) string {
+	var b strings.Builder
+	b.Grow(len(md))
+	fence := ""
+	for i, line := range strings.Split(md, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if m := reFence.FindStringSubmatch(line); m != nil && (fence == "" || m[1] == fence) {
+			if fence == "" {
+				fence = m[1]
+			} else {
+				fence = ""
+			}
+			b.WriteString(strings.Replace(line, "~~~", "```", 1))
+			continue
+		}
+		if fence != "" {
+			b.WriteString(line)
+			continue
+		}
+		if m := reDeepHead.FindStringSubmatch(line); m != nil {
+			line = "**" + m[1] + "**"
+		}
+		b.WriteString(outsideCode(line, func(s string) string {
+			s = reUnderBold.ReplaceAllString(s, "$1**$2**$3")
+			return reUnderBold.ReplaceAllString(s, "$1**$2**$3")
+		}))
+	}
+	return b.String()
+}
+
+// outsideCode applies fn to the parts of line outside `code` spans.
+func outsideCode(line string, fn func(string) string) string {
+	if !strings.Contains(line, "`") {
+		return fn(line)
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(line, '`')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(line[i+1:], '`')
+		if j < 0 {
+			break
+		}
+		b.WriteString(fn(line[:i]))
+		b.WriteString(line[i : i+j+2])
+		line = line[i+j+2:]
+	}
+	b.WriteString(fn(line))
+	return b.String()
+}

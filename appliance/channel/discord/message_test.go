@@ -1,0 +1,52 @@
+package discord
+
+import "testing"
+
+func TestStripMention(t *testing.T) {
+	bot := readyUser{ID: "900", Username: "perch", GlobalName: "Perch Bot"}
+	for _, c := range []struct {
+		text       string
+		meta, want bool
+		out        string
+	}{
+		{"<@900> hi", false, true, "hi"},
+		{"hi <@!900>", false, true, "hi"},
+		{"listed in mentions only", true, true, "listed in mentions only"},
+		{"@perch, lights off", false, true, "lights off"},
+		{"@Perch Bot lights on", false, true, "lights on"},
+		{"900 status", false, true, "status"},
+		{"9000 is not the id", false, false, "9000 is not the id"},
+		{"perch@example.com", false, false, "perch@example.com"},
+		{"plain", false, false, "plain"},
+	} {
+		got, m := stripMention(c.text, bot, c.meta)
+		if got != c.out || m != c.want {
+			t.Errorf("stripMention(%q) = %q, %v; want %q, %v", c.text, got, m, c.out, c.want)
+		}
+	}
+}
+
+func TestDiscordMarkdown(t *testing.T) {
+	for in, want := range map[string]string{
+		"__bold__ and *it*":           "**bold** and *it*",
+		"`__init__` stays":            "`__init__` stays",
+		"snake__case__word":           "snake__case__word",
+		"#### Deep heading":           "**Deep heading**",
+		"## Kept":                     "## Kept",
+		"~~~\n__x__\n~~~":             "```\n__x__\n```",
+		"```py\ndef __init__():\n```": "```py\ndef __init__():\n```",
+	} {
+		if got := discordMarkdown(in); got != want {
+			t.Errorf("discordMarkdown(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestAPIBase(t *testing.T) {
+	if _, err := apiBase("discord.com/api"); err == nil {
+		t.Error("an api_base without a scheme was accepted")
+	}
+	if u, err := apiBase("https://discord.com/api/v10/"); err != nil || u.String() != "https://discord.com/api/v10" {
+		t.Errorf("api_base %v %v", u, err)
+	}
+}

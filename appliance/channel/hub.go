@@ -1,0 +1,534 @@
+package channel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/store"
+)
+
+// TranscribeFunc turns the audio file at path into text, through a
+// Whisper-compatible {api_base}/audio/transcriptions.
+type TranscribeFunc func(ctx context.Context, path string) (string, error)
+
+// HubOptions configure a Hub.
+type HubOptions struct {
+	Bus   *bus.Bus
+	Store *store.DB // nil: dedupe and inbox in memory only (perch agent, tests)
+	Log   *slog.Logger
+	// Workspace is where received media are saved (under media/).
+	Workspace string
+	// Transcribe turns voice messages into text; nil when no provider with
+	// a speech-to-text endpoint has a key.
+	Transcribe TranscribeFunc
+	// SaveAllowFrom adds id to channels.<channel>.allow_from in the config
+	// file; nil keeps approvals in memory only.
+	SaveAllowFrom func(channel, id string) error
+	// SeenEvents is how many event ids per channel are remembered for
+	// dedupe (default 4096).
+	SeenEvents int
+	// ReplyRetryFor is how long a reply that could not be sent is retried
+	// before it is given up (default 24 h).
+	ReplyRetryFor time.Duration
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// Hub is what the channels of one gateway share: the durable inbox that
+// makes every accepted message answered exactly once across restarts, the
+// seen event ids, the allow lists and pairing codes, transcription, and each
+// channel's state. The Manager starts and stops it.
+type Hub struct {
+	o   HubOptions
+	log *slog.Logger
+
+	mu      sync.Mutex
+	intakes map[string]*Intake
+	typing  map[uint64]context.CancelFunc
+	// unsent holds inbox entries whose turn has not been handed to the
+	// agent yet (the bus was full); the sweeper hands them over.
+	unsent map[uint64]bus.Inbound
+	// memSeen is the dedupe set without a store.
+	memSeen  map[string]bool
+	memOrder []string
+	memSeq   uint64
+
+	stopped bool
+
+	send   func(ctx context.Context, out bus.Outbound) error
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+}
+
+// NewHub returns a hub; the Manager starts it.
+func NewHub(o HubOptions) *Hub {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.SeenEvents <= 0 {
+		o.SeenEvents = 4096
+	}
+	if o.ReplyRetryFor <= 0 {
+		o.ReplyRetryFor = 24 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	h := &Hub{o: o, log: o.Log, intakes: map[string]*Intake{}, typing: map[uint64]context.CancelFunc{},
+		unsent: map[uint64]bus.Inbound{}, memSeen: map[string]bool{}, kick: make(chan struct{}, 1)}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h
+}
+
+// entry is an inbox record: a message handed to the agent and not yet
+// answered, or answered with a reply the platform has not taken yet.
+type entry struct {
+	In      bus.Inbound   `json:"in"`
+	Created time.Time     `json:"created"`
+	Turns   int           `json:"turns"` // turns started for it
+	Reply   *bus.Outbound `json:"reply,omitempty"`
+	Tries   int           `json:"tries,omitempty"` // failed sends of Reply
+}
+
+// maxTurns bounds how often one message's turn is started: a message whose
+// turn keeps the gateway from finishing (a crash, say) is not retried
+// forever.
+const maxTurns = 3
+
+func (h *Hub) register(in *Intake) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.intakes[in.name] = in
+}
+
+func (h *Hub) intake(name string) *Intake {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.intakes[name]
+}
+
+// Status returns every registered channel's state, by name.
+func (h *Hub) Status() map[string]Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]Status, len(h.intakes))
+	for n, in := range h.intakes {
+		out[n] = in.state.Status()
+	}
+	return out
+}
+
+// admit makes in durable before it reaches the agent: it returns the inbox
+// id, or dup when eventID was admitted before.
+func (h *Hub) admit(channel, eventID string, in bus.Inbound) (uint64, bool, error) {
+	now := h.o.Now()
+	if h.o.Store == nil {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if eventID != "" {
+			k := channel + "\x00" + eventID
+			if h.memSeen[k] {
+				return 0, true, nil
+			}
+			h.memSeen[k] = true
+			h.memOrder = append(h.memOrder, k)
+			if len(h.memOrder) > h.o.SeenEvents {
+				delete(h.memSeen, h.memOrder[0])
+				h.memOrder = h.memOrder[1:]
+			}
+		}
+		h.memSeq++
+		return h.memSeq, false, nil
+	}
+	return h.o.Store.Admit(channel, eventID, h.o.SeenEvents, func(id uint64) ([]byte, error) {
+		in.InboxID = id
+		return json.Marshal(entry{In: in, Created: now, Turns: 1})
+	})
+}
+
+// seen reports whether channel admitted eventID already.
+func (h *Hub) seen(channel, eventID string) bool {
+	if eventID == "" {
+		return false
+	}
+	if h.o.Store == nil {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.memSeen[channel+"\x00"+eventID]
+	}
+	ok, err := h.o.Store.Seen(channel, eventID)
+	return err == nil && ok
+}
+
+// publish hands in to the agent; when the bus has no room within half a
+// second the sweeper tries again, so an admitted message is never dropped
+// and Receive returns promptly (Slack wants its envelope acknowledged
+// within 3 s).
+func (h *Hub) publish(ctx context.Context, in bus.Inbound) {
+	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := h.o.Bus.PublishInbound(pctx, in); err != nil {
+		if errors.Is(err, bus.ErrClosed) {
+			return // shutting down: the inbox replays it at the next start
+		}
+		h.log.Warn("the agent's queue is full; the message waits in the inbox", "channel", in.Channel, "chat", in.ChatID, "err", err)
+		h.mu.Lock()
+		h.unsent[in.InboxID] = in
+		h.mu.Unlock()
+		h.poke()
+		return
+	}
+	if it := h.intake(in.Channel); it != nil {
+		it.startTyping(h.ctx, in)
+	}
+}
+
+// startTyping runs fn in the background for the inbox entry id until the
+// reply settles it or bound passes.
+func (h *Hub) startTyping(id uint64, bound time.Duration, run func(ctx context.Context)) {
+	if id == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, bound)
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		cancel()
+		return
+	}
+	if old := h.typing[id]; old != nil {
+		old()
+	}
+	h.typing[id] = cancel
+	h.wg.Add(1)
+	h.mu.Unlock()
+	go func() {
+		defer h.wg.Done()
+		defer cancel()
+		run(ctx)
+		h.mu.Lock()
+		if h.typing[id] != nil && ctx.Err() != nil {
+			delete(h.typing, id)
+		}
+		h.mu.Unlock()
+	}()
+}
+
+func (h *Hub) stopTyping(id uint64) {
+	h.mu.Lock()
+	cancel := h.typing[id]
+	delete(h.typing, id)
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// Settle is the dispatcher's report on out after the channel's Send: it
+// stops the typing indicator and clears out's inbox entry once the reply
+// was delivered or failed for good. A reply that failed for now (network,
+// rate limit) is kept in the entry and sent again by the sweeper.
+func (h *Hub) Settle(out bus.Outbound, err error) {
+	if out.InboxID == 0 {
+		return
+	}
+	h.stopTyping(out.InboxID)
+	switch {
+	case err == nil:
+		h.clear(out.InboxID)
+	case KindOf(err) == Transient || KindOf(err) == RateLimited:
+		h.keepReply(out)
+	default:
+		h.log.Warn("a reply failed for good; its message is dropped from the inbox", "channel", out.Channel, "chat", out.ChatID, "err", err)
+		h.clear(out.InboxID)
+	}
+}
+
+func (h *Hub) clear(id uint64) {
+	h.mu.Lock()
+	delete(h.unsent, id)
+	h.mu.Unlock()
+	if h.o.Store == nil {
+		return
+	}
+	if err := h.o.Store.InboxDelete(id); err != nil {
+		h.log.Error("cannot clear an answered message from the inbox; it may be answered again after a restart", "id", id, "err", err)
+	}
+}
+
+// keepReply stores out in its inbox entry for the sweeper.
+func (h *Hub) keepReply(out bus.Outbound) {
+	if h.o.Store == nil {
+		return
+	}
+	e, ok := h.load(out.InboxID)
+	if !ok {
+		return
+	}
+	e.Reply = &out
+	e.Tries++
+	if err := h.save(out.InboxID, e); err != nil {
+		h.log.Error("cannot keep an unsent reply", "channel", out.Channel, "chat", out.ChatID, "err", err)
+		return
+	}
+	h.log.Info("the reply could not be sent yet; it will be sent again", "channel", out.Channel, "chat", out.ChatID)
+	h.poke()
+}
+
+func (h *Hub) load(id uint64) (entry, bool) {
+	var e entry
+	found := false
+	h.o.Store.InboxList(func(k uint64, data []byte) error {
+		if k == id {
+			found = json.Unmarshal(data, &e) == nil
+		}
+		return nil
+	})
+	return e, found
+}
+
+func (h *Hub) save(id uint64, e entry) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return h.o.Store.InboxPut(id, data)
+}
+
+func (h *Hub) poke() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Start replays the inbox — turns interrupted by the last shutdown run
+// again, replies kept for a platform that was down are sent — and starts
+// the sweeper, which retries both until they succeed or expire. send
+// delivers an outbound message on its channel.
+func (h *Hub) Start(ctx context.Context, send func(ctx context.Context, out bus.Outbound) error) {
+	h.mu.Lock()
+	h.send = send
+	h.wg.Add(1)
+	h.mu.Unlock()
+	if h.o.Store != nil {
+		h.replay(ctx)
+	}
+	go func() {
+		defer h.wg.Done()
+		h.sweep()
+	}()
+}
+
+// Stop ends the sweeper and the typing indicators.
+func (h *Hub) Stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+}
+
+// replay republishes the entries left by the last run.
+func (h *Hub) replay(ctx context.Context) {
+	type item struct {
+		id uint64
+		e  entry
+	}
+	var items []item
+	err := h.o.Store.InboxList(func(id uint64, data []byte) error {
+		var e entry
+		if err := json.Unmarshal(data, &e); err != nil {
+			h.log.Error("unreadable inbox entry dropped", "id", id, "err", err)
+			items = append(items, item{id: id, e: entry{Turns: -1}})
+			return nil
+		}
+		items = append(items, item{id, e})
+		return nil
+	})
+	if err != nil {
+		h.log.Error("cannot read the inbox; interrupted turns are not replayed", "err", err)
+		return
+	}
+	now := h.o.Now()
+	for _, it := range items {
+		e := it.e
+		in := e.In
+		switch {
+		case e.Turns < 0:
+			h.clear(it.id)
+		case now.Sub(e.Created) > h.o.ReplyRetryFor:
+			h.log.Warn("a message left unanswered too long is dropped from the inbox", "channel", in.Channel, "chat", in.ChatID, "age", now.Sub(e.Created).Round(time.Minute))
+			h.clear(it.id)
+		case h.intake(in.Channel) == nil:
+			h.log.Warn("a message of a channel that no longer runs waits in the inbox", "channel", in.Channel, "chat", in.ChatID)
+		case e.Reply != nil:
+			h.poke() // the sweeper sends it
+		case e.Turns >= maxTurns:
+			h.log.Error("a message whose turn was interrupted repeatedly is dropped", "channel", in.Channel, "chat", in.ChatID, "turns", e.Turns)
+			if it := h.intake(in.Channel); it != nil {
+				it.state.Fail(fmt.Errorf("a message from chat %s was dropped after %d interrupted turns", in.ChatID, e.Turns))
+			}
+			h.clear(it.id)
+		default:
+			e.Turns++
+			if err := h.save(it.id, e); err != nil {
+				h.log.Error("cannot update an inbox entry", "err", err)
+			}
+			in.InboxID = it.id
+			if in.Metadata == nil {
+				in.Metadata = map[string]string{}
+			}
+			// The agent stored the message when the turn first ran.
+			in.Metadata[bus.MetaReplay] = "true"
+			h.log.Info("answering a message whose turn was interrupted", "channel", in.Channel, "chat", in.ChatID)
+			h.publish(ctx, in)
+		}
+	}
+}
+
+// sweep retries what waits: messages the agent's queue had no room for,
+// and replies the platform did not take.
+func (h *Hub) sweep() {
+	b := Backoff{Min: 5 * time.Second, Max: 5 * time.Minute}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		pending := h.sweepOnce()
+		var wait time.Duration
+		if pending {
+			wait = b.Next()
+		} else {
+			b.Reset()
+			wait = 10 * time.Minute
+		}
+		timer.Reset(wait)
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-h.kick:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			// A burst of failures should not spin: pace kicks too.
+			if !Sleep(h.ctx, 200*time.Millisecond) {
+				return
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// sweepOnce reports whether anything still waits afterwards.
+func (h *Hub) sweepOnce() bool {
+	pending := false
+	h.mu.Lock()
+	unsent := make([]bus.Inbound, 0, len(h.unsent))
+	for _, in := range h.unsent {
+		unsent = append(unsent, in)
+	}
+	h.unsent = map[uint64]bus.Inbound{}
+	h.mu.Unlock()
+	sort.Slice(unsent, func(i, j int) bool { return unsent[i].InboxID < unsent[j].InboxID })
+	for _, in := range unsent {
+		h.publish(h.ctx, in)
+	}
+	h.mu.Lock()
+	pending = len(h.unsent) > 0
+	h.mu.Unlock()
+	h.mu.Lock()
+	send := h.send
+	h.mu.Unlock()
+	if h.o.Store == nil || send == nil {
+		return pending
+	}
+	type item struct {
+		id uint64
+		e  entry
+	}
+	var replies []item
+	h.o.Store.InboxList(func(id uint64, data []byte) error {
+		var e entry
+		if json.Unmarshal(data, &e) == nil && e.Reply != nil {
+			replies = append(replies, item{id, e})
+		}
+		return nil
+	})
+	now := h.o.Now()
+	for _, it := range replies {
+		out := *it.e.Reply
+		out.InboxID = it.id
+		if h.intake(out.Channel) == nil {
+			continue
+		}
+		if now.Sub(it.e.Created) > h.o.ReplyRetryFor {
+			h.log.Warn("a reply the platform did not take for a day is dropped", "channel", out.Channel, "chat", out.ChatID)
+			h.clear(it.id)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(h.ctx, 2*time.Minute)
+		err := send(ctx, out)
+		cancel()
+		if h.ctx.Err() != nil {
+			return true
+		}
+		if err == nil || (KindOf(err) != Transient && KindOf(err) != RateLimited) {
+			h.Settle(out, err)
+			continue
+		}
+		pending = true
+	}
+	return pending
+}
+
+// Approve admits the sender of a pairing code: the config file gets the
+// sender's id in channels.<p>.allow_from, the running channel accepts
+// them at once, and they are told so.
+func (h *Hub) Approve(code string) (Approval, error) {
+	if h.o.Store == nil {
+		return Approval{}, errors.New("channels: pairing needs the database")
+	}
+	save := h.o.SaveAllowFrom
+	if save == nil {
+		save = func(string, string) error { return nil }
+	}
+	a, err := Approve(h.o.Store, code, h.o.Now(), save)
+	if err != nil {
+		return a, err
+	}
+	if it := h.intake(a.Channel); it != nil {
+		it.allow.add(a.SenderID)
+		it.log.Info("sender approved", "sender", a.SenderID, "username", a.Username)
+	}
+	if h.o.Bus != nil && a.ChatID != "" {
+		h.o.Bus.PublishOutbound(bus.Outbound{Channel: a.Channel, ChatID: a.ChatID,
+			Text: "You have been approved: you can talk to me now."})
+	}
+	return a, nil
+}
+
+// Pairings lists the senders waiting for approval.
+func (h *Hub) Pairings() ([]Pairing, error) {
+	if h.o.Store == nil {
+		return nil, nil
+	}
+	return Pairings(h.o.Store, h.o.Now())
+}
+
+func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+func sortPairings(p []Pairing) {
+	sort.Slice(p, func(i, j int) bool { return p[i].Created.Before(p[j].Created) })
+}

@@ -1,0 +1,424 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/store"
+)
+
+// rig is a hub on a real store with its bus, without an agent: tests read
+// what reaches the agent from the bus and answer themselves.
+type rig struct {
+	t     *testing.T
+	dir   string
+	db    *store.DB
+	bus   *bus.Bus
+	hub   *Hub
+	now   time.Time
+	nowMu sync.Mutex
+}
+
+func newRig(t *testing.T, dir string) *rig {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	db, err := store.Open(filepath.Join(dir, "perch.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, dir: dir, db: db, bus: bus.New(16), now: time.Now()}
+	r.hub = NewHub(HubOptions{Bus: r.bus, Store: db, Log: slog.New(slog.DiscardHandler), Workspace: filepath.Join(dir, "ws"),
+		Now: func() time.Time { r.nowMu.Lock(); defer r.nowMu.Unlock(); return r.now }})
+	t.Cleanup(func() { r.hub.Stop(); db.Close() })
+	return r
+}
+
+func (r *rig) advance(d time.Duration) {
+	r.nowMu.Lock()
+	r.now = r.now.Add(d)
+	r.nowMu.Unlock()
+}
+
+func (r *rig) intake(mutate func(*config.BotChannel)) *Intake {
+	cfg := config.Default()
+	cfg.Channels.Telegram.Enabled = true
+	if mutate != nil {
+		mutate(&cfg.Channels.Telegram)
+	}
+	sec, _ := cfg.Channels.Section("telegram")
+	return NewIntake(Deps{Section: sec, Bus: r.bus, Store: r.db, Log: slog.New(slog.DiscardHandler), Workspace: filepath.Join(r.dir, "ws"), Hub: r.hub}, IntakeOptions{})
+}
+
+// inbound returns what reached the agent within wait.
+func (r *rig) inbound(wait time.Duration) []bus.Inbound {
+	var out []bus.Inbound
+	timeout := time.After(wait)
+	for {
+		select {
+		case in := <-r.bus.Inbound():
+			out = append(out, in)
+		case <-timeout:
+			return out
+		}
+	}
+}
+
+func (r *rig) outbound(wait time.Duration) []bus.Outbound {
+	var out []bus.Outbound
+	timeout := time.After(wait)
+	for {
+		select {
+		case o := <-r.bus.Outbound():
+			out = append(out, o)
+		case <-timeout:
+			return out
+		}
+	}
+}
+
+func (r *rig) inboxLen() int {
+	n := 0
+	r.db.InboxList(func(uint64, []byte) error { n++; return nil })
+	return n
+}
+
+func TestReceiveDropsRedeliveriesAndRacingDuplicates(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	msg := Message{EventID: "u1", ChatID: "5", SenderID: "5", MessageID: "m1", Text: "hi"}
+	var wg sync.WaitGroup
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); in.Receive(context.Background(), msg) }()
+	}
+	wg.Wait()
+	in.Receive(context.Background(), msg)
+	got := r.inbound(200 * time.Millisecond)
+	if len(got) != 1 {
+		t.Fatalf("%d copies reached the agent, want 1", len(got))
+	}
+	g := got[0]
+	if g.InboxID == 0 || g.SessionKey != "telegram:5" || g.ReplyTo != "m1" || !g.RestrictTools || g.Text != "hi" {
+		t.Errorf("inbound %+v", g)
+	}
+	if r.inboxLen() != 1 {
+		t.Errorf("inbox holds %d entries, want 1 until answered", r.inboxLen())
+	}
+}
+
+func TestReceiveGroupRule(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	for i, m := range []Message{
+		{IsGroup: true, Text: "chatter"},
+		{IsGroup: true, Mentioned: true, Text: "to the bot"},
+		{IsGroup: true, ReplyToBot: true, Text: "a reply"},
+		{Text: "one to one"},
+	} {
+		m.EventID, m.ChatID, m.SenderID = fmt.Sprint(i), "-1", "7"
+		in.Receive(context.Background(), m)
+	}
+	var texts []string
+	for _, g := range r.inbound(200 * time.Millisecond) {
+		texts = append(texts, g.Text)
+	}
+	if strings.Join(texts, "|") != "to the bot|a reply|one to one" {
+		t.Errorf("reached the agent: %q", texts)
+	}
+}
+
+func TestRestrictionFollowsAllowFromAndAllowAllTools(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		mutate     func(*config.BotChannel)
+		restricted bool
+	}{
+		{"open channel", nil, true},
+		{"open with allow_all_tools", func(b *config.BotChannel) { b.AllowAllTools = true }, false},
+		{"allow_from set", func(b *config.BotChannel) { b.AllowFrom = []string{"7"} }, false},
+	} {
+		r := newRig(t, "")
+		in := r.intake(tc.mutate)
+		in.Receive(context.Background(), Message{EventID: "e", ChatID: "7", SenderID: "7", Text: "hi"})
+		got := r.inbound(200 * time.Millisecond)
+		if len(got) != 1 || got[0].RestrictTools != tc.restricted {
+			t.Errorf("%s: %+v; want RestrictTools %v", tc.name, got, tc.restricted)
+		}
+	}
+}
+
+func TestPairingAnswerAtMostOnceADay(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(func(b *config.BotChannel) { b.AllowFrom = []string{"1"} })
+	stranger := func(ev string) {
+		in.Receive(context.Background(), Message{EventID: ev, ChatID: "9", SenderID: "9", Username: "eve", Text: "hello"})
+	}
+	stranger("a")
+	stranger("b")
+	outs := r.outbound(200 * time.Millisecond)
+	if len(outs) != 1 || outs[0].ChatID != "9" || !strings.Contains(outs[0].Text, "perch channels approve ") {
+		t.Fatalf("answers %+v; want one pairing answer", outs)
+	}
+	if got := r.inbound(50 * time.Millisecond); len(got) != 0 {
+		t.Fatalf("a stranger reached the agent: %+v", got)
+	}
+	code := strings.Fields(strings.SplitN(outs[0].Text, "approve ", 2)[1])[0]
+	r.advance(25 * time.Hour)
+	if _, err := r.hub.Approve(code); !errors.Is(err, ErrNoPairing) {
+		t.Errorf("a day-old code was accepted: %v", err)
+	}
+	stranger("c")
+	outs = r.outbound(200 * time.Millisecond)
+	if len(outs) != 1 || strings.Contains(outs[0].Text, code) {
+		t.Fatalf("the next day: %+v; want one answer with a new code", outs)
+	}
+	code2 := strings.Fields(strings.SplitN(outs[0].Text, "approve ", 2)[1])[0]
+	a, err := r.hub.Approve(strings.ToLower(code2[:3]) + "-" + code2[3:])
+	if err != nil || a.SenderID != "9" || a.Key != "channels.telegram.allow_from" {
+		t.Fatalf("approve typed with a dash and in lower case: %+v, %v", a, err)
+	}
+	r.outbound(100 * time.Millisecond) // the welcome
+	stranger("d")
+	if got := r.inbound(200 * time.Millisecond); len(got) != 1 {
+		t.Errorf("after approval %d messages reached the agent", len(got))
+	}
+}
+
+func TestPairingCodesAreBounded(t *testing.T) {
+	r := newRig(t, "")
+	for i := 0; i < maxPairings; i++ {
+		if code, err := RequestPairing(r.db, Pairing{Channel: "telegram", SenderID: fmt.Sprint(i)}, r.now); err != nil || code == "" {
+			t.Fatalf("code %d: %q %v", i, code, err)
+		}
+	}
+	if _, err := RequestPairing(r.db, Pairing{Channel: "telegram", SenderID: "extra"}, r.now); err == nil {
+		t.Error("more codes than the bound were handed out")
+	}
+	list, _ := Pairings(r.db, r.now)
+	if len(list) != maxPairings {
+		t.Errorf("%d codes listed", len(list))
+	}
+	if _, err := RequestPairing(r.db, Pairing{Channel: "telegram", SenderID: "extra"}, r.now.Add(PairingTTL)); err != nil {
+		t.Errorf("after expiry no room was made: %v", err)
+	}
+}
+
+func TestMediaIsSavedCappedAndDescribed(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(func(b *config.BotChannel) { b.MaxMediaMB = 1 })
+	fetch := func(data string, size int64) FetchFunc {
+		return func(context.Context) (io.ReadCloser, int64, error) {
+			return io.NopCloser(strings.NewReader(data)), size, nil
+		}
+	}
+	big := strings.Repeat("x", 1<<20+10)
+	in.Receive(context.Background(), Message{EventID: "1", ChatID: "5", SenderID: "5", MessageID: "42", Text: "look", Media: []MediaRef{
+		{Kind: MediaImage, MIME: "image/jpeg", Fetch: fetch("jpegdata", 8)},
+		{Kind: MediaVideo, Size: 50 << 20, Fetch: fetch("never read", -1)},
+		{Kind: MediaVideo, Fetch: fetch(big, -1)}, // lies about nothing, just too big
+		{Kind: MediaSticker},
+		{Kind: MediaFile, Name: "plan.pdf", Size: 2048, MIME: "application/pdf"},
+		{Kind: MediaVoice, MIME: "audio/ogg", Fetch: fetch("OggS", 4)},
+	}})
+	got := r.inbound(300 * time.Millisecond)
+	if len(got) != 1 {
+		t.Fatalf("%d inbound", len(got))
+	}
+	g := got[0]
+	for _, want := range []string{"look", "not downloaded: larger than channels.telegram.max_media_mb", "[sticker]", `"plan.pdf"`, "could not be transcribed"} {
+		if !strings.Contains(g.Text, want) {
+			t.Errorf("text lacks %q:\n%s", want, g.Text)
+		}
+	}
+	if len(g.Media) != 2 {
+		t.Fatalf("media %+v; want the image and the voice file", g.Media)
+	}
+	dir := filepath.Join(r.dir, "ws", "media", "telegram", time.Now().Format("2006-01-02"), "42")
+	if g.Media[0].Path != filepath.Join(dir, "image.jpg") || g.Media[1].Path != filepath.Join(dir, "audio-6.ogg") {
+		t.Errorf("paths %s, %s", g.Media[0].Path, g.Media[1].Path)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("files left in %s: %v; the oversized download must be removed", dir, names)
+	}
+}
+
+func TestInterruptedTurnIsReplayedUntilAnsweredThenDropped(t *testing.T) {
+	dir := t.TempDir()
+	r := newRig(t, dir)
+	in := r.intake(nil)
+	in.Receive(context.Background(), Message{EventID: "e1", ChatID: "5", SenderID: "5", Text: "question"})
+	first := r.inbound(200 * time.Millisecond)
+	r.hub.Stop()
+	r.db.Close()
+	// Three restarts without an answer: the turn ran three times.
+	for restart := 1; restart <= 3; restart++ {
+		r2 := newRig(t, dir)
+		r2.intake(nil)
+		r2.hub.Start(context.Background(), func(context.Context, bus.Outbound) error { return nil })
+		got := r2.inbound(200 * time.Millisecond)
+		want := 1
+		if restart == 3 {
+			want = 0 // dropped after maxTurns
+		}
+		if len(got) != want {
+			t.Fatalf("restart %d: %d replays, want %d", restart, len(got), want)
+		}
+		if want == 1 && got[0].InboxID != first[0].InboxID {
+			t.Errorf("replayed with inbox id %d, want %d", got[0].InboxID, first[0].InboxID)
+		}
+		r2.hub.Stop()
+		r2.db.Close()
+	}
+	r3 := newRig(t, dir)
+	if r3.inboxLen() != 0 {
+		t.Errorf("the inbox still holds %d entries", r3.inboxLen())
+	}
+}
+
+func TestSettleClearsOrKeepsTheReply(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	var mu sync.Mutex
+	fail := true
+	var sent []string
+	r.hub.Start(context.Background(), func(_ context.Context, out bus.Outbound) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			return errors.New("network down")
+		}
+		sent = append(sent, out.Text)
+		return nil
+	})
+	for i, ev := range []string{"a", "b", "c"} {
+		in.Receive(context.Background(), Message{EventID: ev, ChatID: fmt.Sprint(i), SenderID: "1", Text: ev})
+	}
+	ins := r.inbound(200 * time.Millisecond)
+	if len(ins) != 3 {
+		t.Fatalf("%d inbound", len(ins))
+	}
+	r.hub.Settle(bus.Outbound{Channel: "telegram", ChatID: "0", Text: "done a", InboxID: ins[0].InboxID}, nil)
+	r.hub.Settle(bus.Outbound{Channel: "telegram", ChatID: "1", Text: "lost b", InboxID: ins[1].InboxID}, Fail(Permanent, errors.New("chat gone")))
+	r.hub.Settle(bus.Outbound{Channel: "telegram", ChatID: "2", Text: "later c", InboxID: ins[2].InboxID}, errors.New("timeout"))
+	if n := r.inboxLen(); n != 1 {
+		t.Fatalf("inbox holds %d, want only the reply to retry", n)
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	r.hub.poke()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.inboxLen() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(sent, "|") != "later c" || r.inboxLen() != 0 {
+		t.Errorf("sweeper sent %q, inbox %d", sent, r.inboxLen())
+	}
+}
+
+func TestEmptyReplyOnlyClearsTheInbox(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	ch := &recorder{name: "telegram"}
+	m := NewManager(r.bus, slog.New(slog.DiscardHandler))
+	m.UseHub(r.hub)
+	m.Register(ch)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop(context.Background())
+	in.Receive(context.Background(), Message{EventID: "x", ChatID: "3", SenderID: "3", Text: "/new"})
+	got := r.inbound(200 * time.Millisecond)
+	r.bus.PublishOutbound(bus.Outbound{Channel: "telegram", ChatID: "3", InboxID: got[0].InboxID})
+	deadline := time.Now().Add(5 * time.Second)
+	for r.inboxLen() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.inboxLen() != 0 || ch.count() != 0 {
+		t.Errorf("inbox %d, sends %d; an empty reply sends nothing and clears its entry", r.inboxLen(), ch.count())
+	}
+}
+
+func TestStopSendsRepliesAlreadyQueued(t *testing.T) {
+	b := bus.New(16)
+	ch := &recorder{name: "telegram", delay: 20 * time.Millisecond}
+	m := NewManager(b, slog.New(slog.DiscardHandler))
+	m.Register(ch)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		b.PublishOutbound(bus.Outbound{Channel: "telegram", ChatID: "1", Text: fmt.Sprint(i)})
+	}
+	m.Stop(context.Background())
+	if got := ch.texts(); strings.Join(got, "") != "01234" {
+		t.Errorf("sent before stopping: %q; want all five, in order", got)
+	}
+}
+
+type recorder struct {
+	name  string
+	delay time.Duration
+	mu    sync.Mutex
+	sent  []string
+}
+
+func (r *recorder) Name() string                         { return r.name }
+func (r *recorder) Start(context.Context) error          { return nil }
+func (r *recorder) Stop(context.Context) error           { return nil }
+func (r *recorder) Check(context.Context) (bool, string) { return true, "" }
+func (r *recorder) Send(_ context.Context, m bus.Outbound) error {
+	time.Sleep(r.delay)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent = append(r.sent, m.Text)
+	return nil
+}
+func (r *recorder) count() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.sent) }
+func (r *recorder) texts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.sent...)
+}
+
+func TestOpenChannelLogsEachNewSenderOnce(t *testing.T) {
+	r := newRig(t, "")
+	var buf strings.Builder
+	var mu sync.Mutex
+	cfg := config.Default()
+	sec, _ := cfg.Channels.Section("line")
+	in := NewIntake(Deps{Section: sec, Bus: r.bus, Store: r.db, Hub: r.hub,
+		Log: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(p) }), nil))}, IntakeOptions{})
+	for i, sender := range []string{"Ua", "Ua", "Ub"} {
+		in.Receive(context.Background(), Message{EventID: fmt.Sprint(i), ChatID: sender, SenderID: sender, Text: "hi"})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(buf.String(), "open to anyone"); n != 2 || !strings.Contains(buf.String(), "channels.line.allow_from") || !strings.Contains(buf.String(), "sender=Ub") {
+		t.Errorf("log:\n%s", buf.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

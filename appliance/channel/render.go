@@ -1,0 +1,274 @@
+package channel
+
+import (
+	"html"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The agent answers in Markdown. Each platform shows a dialect of its own
+// (or none), so a reply is rendered per platform: what the platform cannot
+// show becomes readable plain text rather than stray asterisks.
+//
+// The renderer knows the Markdown models actually write: fenced code
+// blocks, headings, quotes, bullet lists, inline code, bold, italic,
+// strikethrough and links. Anything else passes through as text.
+
+// style is one output dialect.
+type style interface {
+	text(s string) string // escape literal text
+	bold(inner string) string
+	italic(inner string) string
+	strike(inner string) string
+	code(s string) string
+	pre(lang, s string) string
+	link(label, url string) string
+	heading(inner string) string
+	quote(lines []string) string
+	bullet() string
+}
+
+// TelegramHTML renders Markdown as Telegram's HTML parse mode: only the
+// tags Telegram knows, every other <, > and & escaped.
+func TelegramHTML(md string) string { return render(md, telegramStyle{}) }
+
+// SlackMrkdwn renders Markdown as Slack's mrkdwn.
+func SlackMrkdwn(md string) string { return render(md, slackStyle{}) }
+
+// DiscordMarkdown renders Markdown for Discord, which shows most of it as
+// is; only what Discord lacks is rewritten (links keep their text and URL).
+func DiscordMarkdown(md string) string { return md }
+
+// PlainText renders Markdown as plain text (LINE, and every platform's
+// fallback when it refuses the markup): markers removed, code kept, links
+// as "text (url)", bullets as "•".
+func PlainText(md string) string { return render(md, plainStyle{}) }
+
+func render(md string, st style) string {
+	var out []string
+	lines := strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		trim := strings.TrimLeft(line, " ")
+		switch {
+		case strings.HasPrefix(trim, fence):
+			lang := strings.TrimSpace(strings.TrimPrefix(trim, fence))
+			var body []string
+			j := i + 1
+			for ; j < len(lines); j++ {
+				if strings.HasPrefix(strings.TrimLeft(lines[j], " "), fence) {
+					break
+				}
+				body = append(body, lines[j])
+			}
+			out = append(out, st.pre(lang, strings.Join(body, "\n")))
+			i = j // the closing fence (or the end)
+		case headingLevel(trim) > 0:
+			n := headingLevel(trim)
+			out = append(out, st.heading(inline(strings.TrimSpace(trim[n:]), st)))
+		case strings.HasPrefix(trim, ">"):
+			var q []string
+			j := i
+			for ; j < len(lines) && strings.HasPrefix(strings.TrimLeft(lines[j], " "), ">"); j++ {
+				t := strings.TrimPrefix(strings.TrimLeft(lines[j], " "), ">")
+				q = append(q, inline(strings.TrimPrefix(t, " "), st))
+			}
+			out = append(out, st.quote(q))
+			i = j - 1
+		case isBullet(trim):
+			indent := line[:len(line)-len(trim)]
+			out = append(out, indent+st.bullet()+inline(trim[2:], st))
+		default:
+			out = append(out, inline(line, st))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func headingLevel(s string) int {
+	n := 0
+	for n < len(s) && n < 6 && s[n] == '#' {
+		n++
+	}
+	if n == 0 || n >= len(s) || s[n] != ' ' {
+		return 0
+	}
+	return n
+}
+
+func isBullet(s string) bool {
+	return len(s) > 2 && (s[0] == '-' || s[0] == '*' || s[0] == '+') && s[1] == ' '
+}
+
+// inline renders the spans of one line.
+func inline(s string, st style) string {
+	var sb strings.Builder
+	var lit strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			sb.WriteString(st.text(lit.String()))
+			lit.Reset()
+		}
+	}
+	for i := 0; i < len(s); {
+		rest := s[i:]
+		switch {
+		case rest[0] == '`':
+			if j := strings.IndexByte(rest[1:], '`'); j >= 0 {
+				flush()
+				sb.WriteString(st.code(rest[1 : 1+j]))
+				i += j + 2
+				continue
+			}
+		case strings.HasPrefix(rest, "**") || strings.HasPrefix(rest, "__"):
+			if j := closing(rest[2:], rest[:2]); j > 0 {
+				flush()
+				sb.WriteString(st.bold(inline(rest[2:2+j], st)))
+				i += j + 4
+				continue
+			}
+		case strings.HasPrefix(rest, "~~"):
+			if j := closing(rest[2:], "~~"); j > 0 {
+				flush()
+				sb.WriteString(st.strike(inline(rest[2:2+j], st)))
+				i += j + 4
+				continue
+			}
+		case rest[0] == '*' || rest[0] == '_':
+			// Italic only when it looks like emphasis: not snake_case,
+			// not a lone "2 * 3".
+			prevOK := i == 0 || !isWordByte(s[i-1])
+			if prevOK || rest[0] == '*' {
+				if j := closing(rest[1:], rest[:1]); j > 0 {
+					after := 1 + j + 1
+					if rest[0] == '*' || after >= len(rest) || !isWordByte(rest[after]) {
+						flush()
+						sb.WriteString(st.italic(inline(rest[1:1+j], st)))
+						i += after
+						continue
+					}
+				}
+			}
+		case rest[0] == '[':
+			if j := strings.Index(rest, "]("); j > 0 {
+				if k := strings.IndexByte(rest[j+2:], ')'); k > 0 {
+					flush()
+					sb.WriteString(st.link(inline(rest[1:j], st), rest[j+2:j+2+k]))
+					i += j + 2 + k + 1
+					continue
+				}
+			}
+		}
+		r, size := utf8.DecodeRuneInString(rest)
+		lit.WriteRune(r)
+		i += size
+	}
+	flush()
+	return sb.String()
+}
+
+// closing finds the closing marker of a span whose content starts s: the
+// content must not start or end with a space.
+func closing(s, marker string) int {
+	if s == "" || s[0] == ' ' {
+		return -1
+	}
+	for from := 0; ; {
+		j := strings.Index(s[from:], marker)
+		if j < 0 {
+			return -1
+		}
+		j += from
+		if j > 0 && s[j-1] != ' ' {
+			return j
+		}
+		from = j + len(marker)
+	}
+}
+
+func isWordByte(b byte) bool {
+	r := rune(b)
+	return b >= utf8.RuneSelf || unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+type telegramStyle struct{}
+
+func (telegramStyle) text(s string) string    { return escapeHTML(s) }
+func (telegramStyle) bold(s string) string    { return "<b>" + s + "</b>" }
+func (telegramStyle) italic(s string) string  { return "<i>" + s + "</i>" }
+func (telegramStyle) strike(s string) string  { return "<s>" + s + "</s>" }
+func (telegramStyle) code(s string) string    { return "<code>" + escapeHTML(s) + "</code>" }
+func (telegramStyle) heading(s string) string { return "<b>" + s + "</b>" }
+func (telegramStyle) bullet() string          { return "• " }
+func (telegramStyle) quote(l []string) string {
+	return "<blockquote>" + strings.Join(l, "\n") + "</blockquote>"
+}
+func (telegramStyle) link(label, u string) string {
+	return `<a href="` + html.EscapeString(u) + `">` + label + "</a>"
+}
+func (telegramStyle) pre(lang, s string) string {
+	if lang != "" && isLangName(lang) {
+		return `<pre><code class="language-` + lang + `">` + escapeHTML(s) + "</code></pre>"
+	}
+	return "<pre>" + escapeHTML(s) + "</pre>"
+}
+
+// escapeHTML escapes the three characters Telegram's HTML mode requires
+// (quotes may stay as they are in text).
+func escapeHTML(s string) string {
+	if !strings.ContainsAny(s, "<>&") {
+		return s
+	}
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func isLangName(s string) bool {
+	for _, r := range s {
+		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '+' || r == '-' || r == '#' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+type slackStyle struct{}
+
+func (slackStyle) text(s string) string    { return escapeSlack(s) }
+func (slackStyle) bold(s string) string    { return "*" + s + "*" }
+func (slackStyle) italic(s string) string  { return "_" + s + "_" }
+func (slackStyle) strike(s string) string  { return "~" + s + "~" }
+func (slackStyle) code(s string) string    { return "`" + escapeSlack(s) + "`" }
+func (slackStyle) heading(s string) string { return "*" + s + "*" }
+func (slackStyle) bullet() string          { return "• " }
+func (slackStyle) quote(l []string) string { return "> " + strings.Join(l, "\n> ") }
+func (slackStyle) link(label, u string) string {
+	return "<" + escapeSlack(u) + "|" + label + ">"
+}
+func (slackStyle) pre(_, s string) string { return "```\n" + escapeSlack(s) + "\n```" }
+
+// escapeSlack escapes what Slack's mrkdwn treats as control characters.
+func escapeSlack(s string) string {
+	if !strings.ContainsAny(s, "<>&") {
+		return s
+	}
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+type plainStyle struct{}
+
+func (plainStyle) text(s string) string    { return s }
+func (plainStyle) bold(s string) string    { return s }
+func (plainStyle) italic(s string) string  { return s }
+func (plainStyle) strike(s string) string  { return s }
+func (plainStyle) code(s string) string    { return s }
+func (plainStyle) heading(s string) string { return s }
+func (plainStyle) bullet() string          { return "• " }
+func (plainStyle) quote(l []string) string { return "“" + strings.Join(l, "\n") + "”" }
+func (plainStyle) pre(_, s string) string  { return s }
+func (plainStyle) link(label, u string) string {
+	if label == u || u == "" {
+		return u
+	}
+	return label + " (" + u + ")"
+}

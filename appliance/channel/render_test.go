@@ -1,0 +1,80 @@
+package channel
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/perchhq/perch/appliance/channel/telegram/telegramtest"
+)
+
+func TestTelegramHTML(t *testing.T) {
+	for _, tc := range []struct{ md, want string }{
+		{"plain & simple <tag>", "plain &amp; simple &lt;tag&gt;"},
+		{"**bold** and __bold__", "<b>bold</b> and <b>bold</b>"},
+		{"*it* and _it_", "<i>it</i> and <i>it</i>"},
+		{"snake_case_name stays", "snake_case_name stays"},
+		{"2 * 3 * 4", "2 * 3 * 4"},
+		{"~~gone~~", "<s>gone</s>"},
+		{"use `a < b`", "use <code>a &lt; b</code>"},
+		{"[docs](https://x.io/?a=1&b=2)", `<a href="https://x.io/?a=1&amp;b=2">docs</a>`},
+		{"# Title", "<b>Title</b>"},
+		{"- one\n- two", "• one\n• two"},
+		{"> quoted\n> more", "<blockquote>quoted\nmore</blockquote>"},
+		{"```go\nif a < b {}\n```", `<pre><code class="language-go">if a &lt; b {}</code></pre>`},
+		{"```\nno lang\n```", "<pre>no lang</pre>"},
+		{"**unclosed bold", "**unclosed bold"},
+		{"**bold with `code`**", "<b>bold with <code>code</code></b>"},
+	} {
+		got := TelegramHTML(tc.md)
+		if got != tc.want {
+			t.Errorf("TelegramHTML(%q) = %q, want %q", tc.md, got, tc.want)
+		}
+		if _, err := telegramtest.CheckHTML(got); err != nil {
+			t.Errorf("TelegramHTML(%q) = %q, which Telegram refuses: %v", tc.md, got, err)
+		}
+	}
+}
+
+func TestPlainText(t *testing.T) {
+	for _, tc := range []struct{ md, want string }{
+		{"**Done**: the `pump` ran", "Done: the pump ran"},
+		{"[log](https://x.io)", "log (https://x.io)"},
+		{"[https://x.io](https://x.io)", "https://x.io"},
+		{"## Status\n- **pump**: on", "Status\n• pump: on"},
+		{"```sh\nls -l\n```", "ls -l"},
+		{"a < b & c", "a < b & c"},
+	} {
+		if got := PlainText(tc.md); got != tc.want {
+			t.Errorf("PlainText(%q) = %q, want %q", tc.md, got, tc.want)
+		}
+	}
+}
+
+func TestSlackMrkdwn(t *testing.T) {
+	for _, tc := range []struct{ md, want string }{
+		{"**bold** _it_ ~~s~~", "*bold* _it_ ~s~"},
+		{"[docs](https://x.io)", "<https://x.io|docs>"},
+		{"a < b & c", "a &lt; b &amp; c"},
+	} {
+		if got := SlackMrkdwn(tc.md); got != tc.want {
+			t.Errorf("SlackMrkdwn(%q) = %q, want %q", tc.md, got, tc.want)
+		}
+	}
+}
+
+// Whatever the model writes, Telegram must accept the HTML: a refusal costs
+// a round trip and the formatting.
+func FuzzTelegramHTMLIsAlwaysValid(f *testing.F) {
+	for _, s := range []string{"**a *b* c**", "`x` <y> &z;", "[a](b) ~~c~~", "```\n<>\n```", "_a **b_ c**", "> q\n# h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, md string) {
+		out := TelegramHTML(md)
+		if _, err := telegramtest.CheckHTML(out); err != nil {
+			t.Fatalf("TelegramHTML(%q) = %q: %v", md, out, err)
+		}
+		if strings.Count(out, "<b>") != strings.Count(out, "</b>") {
+			t.Fatalf("unbalanced bold in %q", out)
+		}
+	})
+}

@@ -1,0 +1,276 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+)
+
+// FailKind says what a failed platform call calls for.
+type FailKind int
+
+const (
+	// Transient failures (network, 5xx) are retried with backoff.
+	Transient FailKind = iota
+	// RateLimited failures (429) are retried after RetryAfter.
+	RateLimited
+	// TooLong means the platform refused the message's length: it is
+	// split smaller, never sent again as is.
+	TooLong
+	// BadFormat means the platform refused the message's markup: it is
+	// sent again as plain text.
+	BadFormat
+	// Permanent failures (chat gone, bot blocked, bad request) are not
+	// retried.
+	Permanent
+)
+
+func (k FailKind) String() string {
+	switch k {
+	case Transient:
+		return "transient"
+	case RateLimited:
+		return "rate limited"
+	case TooLong:
+		return "too long"
+	case BadFormat:
+		return "bad format"
+	case Permanent:
+		return "permanent"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// SendError is a platform call's failure, classified by the platform's
+// package so the framework knows whether and how to try again.
+type SendError struct {
+	Kind FailKind
+	// RetryAfter is the wait the platform asked for (429 retry_after,
+	// Retry-After), or a wait chosen by the platform package (a 409
+	// conflict).
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *SendError) Error() string { return e.Err.Error() }
+func (e *SendError) Unwrap() error { return e.Err }
+
+// Fail classifies err as kind.
+func Fail(kind FailKind, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &SendError{Kind: kind, Err: err}
+}
+
+// RetryAfter classifies err as rate limited, to be tried again after d.
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &SendError{Kind: RateLimited, RetryAfter: d, Err: err}
+}
+
+// KindOf returns err's FailKind (Transient for unclassified errors).
+func KindOf(err error) FailKind {
+	var se *SendError
+	if errors.As(err, &se) {
+		return se.Kind
+	}
+	return Transient
+}
+
+// Format describes how a platform shows text: its per-message limit, how
+// it counts length, and how Markdown becomes its markup.
+type Format struct {
+	// Limit is the longest message the platform accepts, in its units.
+	Limit int
+	// Measure counts length as the platform does (Telegram: UTF-16 code
+	// units; nil: runes).
+	Measure func(string) int
+	// Render turns the agent's Markdown into the platform's markup; nil
+	// sends the text as it is.
+	Render func(markdown string) string
+	// Plain turns Markdown into the plain text sent when the platform
+	// refuses the markup (nil: PlainText).
+	Plain func(markdown string) string
+}
+
+func (f Format) measure(s string) int {
+	if f.Measure != nil {
+		return f.Measure(s)
+	}
+	return utf8.RuneCountInString(s)
+}
+
+// Part is one message of a reply.
+type Part struct {
+	// Text is the rendered message (markup when Formatted).
+	Text string
+	// Formatted says Text carries markup; Plain is then the same part as
+	// plain text, for the fallback.
+	Formatted bool
+	Plain     string
+}
+
+// Prepare splits the agent's Markdown reply into parts within f.Limit, in
+// order, each rendered for the platform and checked against the limit
+// after rendering (markup makes text longer).
+func Prepare(markdown string, f Format) []Part {
+	plain := f.Plain
+	if plain == nil {
+		plain = PlainText
+	}
+	var out []Part
+	var walk func(chunk string, limit int, depth int)
+	walk = func(chunk string, limit int, depth int) {
+		for _, c := range splitMeasured(chunk, limit, f.measure) {
+			p := Part{Text: c, Plain: plain(c)}
+			if f.Render != nil {
+				p.Text, p.Formatted = f.Render(c), true
+			}
+			if n := f.measure(p.Text); n > f.Limit && depth < 4 {
+				// Markup grew the chunk past the limit: split it
+				// finer by the overshoot.
+				walk(c, max(limit*f.Limit/n-16, limit/2, 1), depth+1)
+				continue
+			}
+			if f.measure(p.Text) > f.Limit || f.measure(p.Plain) > f.Limit {
+				// Pathological markup growth: send plain text cut to size.
+				for _, s := range splitMeasured(p.Plain, f.Limit, f.measure) {
+					out = append(out, Part{Text: s, Plain: s})
+				}
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	walk(markdown, f.Limit, 0)
+	return out
+}
+
+// Sender sends a channel's messages through the platform with the house
+// rules: 429 waits as long as the platform asks (within MaxWait), other
+// transient failures are retried with backoff, a part refused for its
+// markup goes again as plain text, one refused as too long is split
+// smaller, and a failure for good is logged with channel and chat and
+// kept as the channel's last error.
+type Sender struct {
+	Channel string
+	Log     *slog.Logger
+	State   *State
+	// Attempts bounds tries per call (default 5).
+	Attempts int
+	// MaxWait bounds a single wait a 429 asks for (default 2 min); a
+	// longer one fails the send for now.
+	MaxWait time.Duration
+	// Backoff spaces transient retries (default 500 ms to 30 s).
+	Backoff Backoff
+}
+
+// Do calls fn until it succeeds, fails for good, or runs out of attempts,
+// waiting as its errors ask. what names the call in logs ("sendMessage").
+func (s *Sender) Do(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+	attempts := s.Attempts
+	if attempts <= 0 {
+		attempts = 5
+	}
+	maxWait := s.MaxWait
+	if maxWait <= 0 {
+		maxWait = 2 * time.Minute
+	}
+	b := s.Backoff
+	if b.Min == 0 {
+		b = Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second}
+	}
+	var err error
+	for i := 0; i < attempts; i++ {
+		if err = fn(ctx); err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		var wait time.Duration
+		switch KindOf(err) {
+		case RateLimited:
+			var se *SendError
+			errors.As(err, &se)
+			wait = se.RetryAfter
+			if wait <= 0 {
+				wait = b.Next()
+			}
+			if wait > maxWait {
+				return fmt.Errorf("%s: rate limited for %s, longer than the %s this send waits: %w", what, wait, maxWait, err)
+			}
+		case Transient:
+			wait = b.Next()
+		default:
+			return err
+		}
+		if i == attempts-1 {
+			break
+		}
+		s.log().Debug("retrying a platform call", "channel", s.Channel, "call", what, "in", wait, "err", err)
+		if !Sleep(ctx, wait) {
+			return err
+		}
+	}
+	return err
+}
+
+// SendParts sends parts in order through send, which gets each part's text
+// and whether it carries markup. A part refused for its markup is sent
+// again as plain text; one refused as too long is split in halves and
+// sent as plain text. chat names the destination in logs.
+func (s *Sender) SendParts(ctx context.Context, chat string, parts []Part, f Format, send func(ctx context.Context, text string, formatted bool) error) error {
+	for _, p := range parts {
+		if err := s.sendPart(ctx, chat, p, f, send, 0); err != nil {
+			s.failed(chat, err)
+			return err
+		}
+		if s.State != nil {
+			s.State.CountOut()
+		}
+	}
+	return nil
+}
+
+func (s *Sender) sendPart(ctx context.Context, chat string, p Part, f Format, send func(ctx context.Context, text string, formatted bool) error, depth int) error {
+	err := s.Do(ctx, "send", func(ctx context.Context) error { return send(ctx, p.Text, p.Formatted) })
+	switch {
+	case err == nil:
+		return nil
+	case KindOf(err) == BadFormat && p.Formatted:
+		s.log().Info("the platform refused the reply's formatting; sending it as plain text", "channel", s.Channel, "chat", chat, "err", err)
+		return s.sendPart(ctx, chat, Part{Text: p.Plain, Plain: p.Plain}, f, send, depth)
+	case KindOf(err) == TooLong && depth < 4:
+		s.log().Info("the platform refused a part as too long; splitting it smaller", "channel", s.Channel, "chat", chat, "err", err)
+		half := max(f.measure(p.Plain)/2, 1)
+		for _, c := range splitMeasured(p.Plain, half, f.measure) {
+			if err := s.sendPart(ctx, chat, Part{Text: c, Plain: c}, f, send, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return err
+}
+
+// failed logs a send that failed for good and keeps it as the last error.
+func (s *Sender) failed(chat string, err error) {
+	s.log().Warn("sending failed for good", "channel", s.Channel, "chat", chat, "kind", KindOf(err).String(), "err", err)
+	if s.State != nil {
+		s.State.Fail(fmt.Errorf("sending to chat %s failed: %w", chat, err))
+	}
+}
+
+func (s *Sender) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}

@@ -1,0 +1,139 @@
+package channel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func quietSender(st *State) (*Sender, *bytes.Buffer) {
+	var buf bytes.Buffer
+	return &Sender{Channel: "test", Log: slog.New(slog.NewTextHandler(&buf, nil)), State: st,
+		Backoff: Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}}, &buf
+}
+
+func TestDoHonoursRetryAfter(t *testing.T) {
+	s, _ := quietSender(nil)
+	calls := 0
+	var at []time.Time
+	err := s.Do(context.Background(), "send", func(context.Context) error {
+		calls++
+		at = append(at, time.Now())
+		if calls == 1 {
+			return RetryAfter(300*time.Millisecond, errors.New("429"))
+		}
+		return nil
+	})
+	if err != nil || calls != 2 {
+		t.Fatalf("Do = %v after %d calls", err, calls)
+	}
+	if gap := at[1].Sub(at[0]); gap < 300*time.Millisecond {
+		t.Errorf("retried after %s; the platform asked for 300ms", gap)
+	}
+}
+
+func TestDoGivesUpOnPermanentAndLongWaits(t *testing.T) {
+	s, _ := quietSender(nil)
+	for _, tc := range []struct {
+		name  string
+		err   error
+		calls int
+	}{
+		{"permanent", Fail(Permanent, errors.New("chat not found")), 1},
+		{"bad format", Fail(BadFormat, errors.New("can't parse")), 1},
+		{"too long", Fail(TooLong, errors.New("too long")), 1},
+		{"transient", errors.New("connection reset"), 5},
+	} {
+		calls := 0
+		err := s.Do(context.Background(), "send", func(context.Context) error { calls++; return tc.err })
+		if err == nil || calls != tc.calls {
+			t.Errorf("%s: %d calls, err %v; want %d calls and the error", tc.name, calls, err, tc.calls)
+		}
+	}
+	s.MaxWait = time.Second
+	calls := 0
+	err := s.Do(context.Background(), "send", func(context.Context) error { calls++; return RetryAfter(time.Hour, errors.New("429")) })
+	if err == nil || calls != 1 || !strings.Contains(err.Error(), "rate limited for 1h0m0s") {
+		t.Errorf("an hour's wait: %d calls, %v", calls, err)
+	}
+}
+
+func TestDoStopsWhenTheContextEnds(t *testing.T) {
+	s, _ := quietSender(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	s.Do(ctx, "send", func(context.Context) error { return RetryAfter(time.Minute, errors.New("429")) })
+	if time.Since(start) > time.Second {
+		t.Error("Do waited past its context")
+	}
+}
+
+func TestSendPartsFallsBackToPlainTextAndSplitsWhatIsTooLong(t *testing.T) {
+	st := NewState("test")
+	s, logs := quietSender(st)
+	f := Format{Limit: 40, Render: TelegramHTML}
+	parts := Prepare("**Hello** there, this reply is long enough to need two parts of text.", f)
+	var got []string
+	err := s.SendParts(context.Background(), "c1", parts, f, func(_ context.Context, text string, formatted bool) error {
+		if formatted {
+			return Fail(BadFormat, errors.New("can't parse entities"))
+		}
+		if len([]rune(text)) > 20 {
+			return Fail(TooLong, errors.New("message is too long"))
+		}
+		got = append(got, text)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(got, ""), "<b>") || noSpace(strings.Join(got, "")) != noSpace("Hello there, this reply is long enough to need two parts of text.") {
+		t.Errorf("sent %q", got)
+	}
+	if st.Status().MessagesOut != uint64(len(parts)) {
+		t.Errorf("counted %d out, want %d", st.Status().MessagesOut, len(parts))
+	}
+	if !strings.Contains(logs.String(), "plain text") {
+		t.Errorf("the fallback is not logged: %s", logs)
+	}
+}
+
+func TestSendPartsLogsAndRecordsAFailureForGood(t *testing.T) {
+	st := NewState("test")
+	s, logs := quietSender(st)
+	err := s.SendParts(context.Background(), "chat-7", []Part{{Text: "hi", Plain: "hi"}}, Format{Limit: 10},
+		func(context.Context, string, bool) error {
+			return Fail(Permanent, errors.New("bot was blocked by the user"))
+		})
+	if err == nil || KindOf(err) != Permanent {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.Contains(logs.String(), "chat=chat-7") || !strings.Contains(logs.String(), "channel=test") {
+		t.Errorf("the log line does not name channel and chat: %s", logs)
+	}
+	if le := st.Status().LastError; !strings.Contains(le, "chat-7") || !strings.Contains(le, "blocked") {
+		t.Errorf("last error %q", le)
+	}
+}
+
+func TestPrepareKeepsRenderedPartsWithinTheLimit(t *testing.T) {
+	// Every "&" becomes "&amp;": five times longer rendered.
+	md := strings.Repeat("a & b & c ", 200)
+	f := Format{Limit: 100, Render: TelegramHTML}
+	parts := Prepare(md, f)
+	var plain []string
+	for _, p := range parts {
+		if len([]rune(p.Text)) > 100 {
+			t.Fatalf("rendered part of %d runes", len([]rune(p.Text)))
+		}
+		plain = append(plain, p.Plain)
+	}
+	if noSpace(strings.Join(plain, "")) != noSpace(md) {
+		t.Error("parts do not add up")
+	}
+}

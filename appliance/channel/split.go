@@ -1,0 +1,156 @@
+package channel
+
+import (
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Split cuts text into parts of at most limit runes, in order: at a
+// paragraph break when one falls in the second half of the allowed length,
+// else at a line break, else at a space, else anywhere on a rune boundary.
+// A cut inside a ``` code block is avoided when any other boundary exists;
+// when a block is itself longer than the limit, each part closes the block
+// and the next reopens it, so every part renders as code. Whitespace at a
+// cut is dropped; nothing else is.
+func Split(text string, limit int) []string {
+	return splitMeasured(text, limit, utf8.RuneCountInString)
+}
+
+const fence = "```"
+
+func splitMeasured(text string, limit int, measure func(string) int) []string {
+	if limit < 1 {
+		limit = 1
+	}
+	text = strings.TrimRight(text, " \t\r\n")
+	var out []string
+	for text != "" {
+		if measure(text) <= limit {
+			out = append(out, text)
+			break
+		}
+		part, rest := cutOne(text, limit, measure)
+		if len(rest) >= len(text) {
+			// A reopened fence would eat the progress (a limit too small
+			// for fences): cut plainly, which always moves on.
+			end := fitting(text, limit, measure)
+			part, rest = text[:end], text[end:]
+		}
+		if strings.TrimSpace(part) != "" {
+			out = append(out, part)
+		}
+		text = rest
+	}
+	return out
+}
+
+// cutOne returns the first part of text (at most limit) and what remains.
+func cutOne(text string, limit int, measure func(string) int) (part, rest string) {
+	end := fitting(text, limit, measure)
+	if cut, ok := boundary(text, end, true); ok && content(text[:cut]) {
+		return strings.TrimRight(text[:cut], " \t\r\n"), strings.TrimLeft(text[cut:], " \t\r\n")
+	}
+	// Only cuts inside a code block remain: close the block in this part
+	// and reopen it in the next. Leave room for the closing fence.
+	const closing = "\n" + fence
+	end = fitting(text, max(limit-measure(closing), 1), measure)
+	cut, ok := boundary(text, end, false)
+	if !ok || !content(text[:cut]) {
+		cut = end
+	}
+	open := openingFence(text[:cut])
+	part = strings.TrimRight(text[:cut], " \t\r\n")
+	rest = strings.TrimLeft(text[cut:], "\r\n")
+	if open == "" {
+		return part, strings.TrimLeft(rest, " \t")
+	}
+	return part + closing, open + "\n" + rest
+}
+
+// content reports whether part holds more than fence lines and spaces.
+func content(part string) bool {
+	for _, line := range strings.Split(part, "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, fence) {
+			return true
+		}
+	}
+	return false
+}
+
+// fitting returns the largest rune boundary i with measure(text[:i]) <=
+// limit (at least one rune, so progress is always made).
+func fitting(text string, limit int, measure func(string) int) int {
+	// Candidate ends are rune boundaries; measure is monotonic in them.
+	idx := make([]int, 0, min(len(text), limit*4+1))
+	for i := range text {
+		if i > 0 {
+			idx = append(idx, i)
+		}
+		if len(idx) > limit*4 {
+			break
+		}
+	}
+	idx = append(idx, len(text))
+	n := sort.Search(len(idx), func(k int) bool { return measure(text[:idx[k]]) > limit })
+	if n == 0 {
+		_, size := utf8.DecodeRuneInString(text)
+		return size
+	}
+	return idx[n-1]
+}
+
+// boundary finds the best cut at or before end. With outside set, only cuts
+// outside code blocks count. It prefers a paragraph break, a line break and
+// a space, in that order, in the second half of end; then any of them.
+func boundary(text string, end int, outside bool) (int, bool) {
+	inCode := codeMap(text[:end])
+	good := func(i int) bool { return i > 0 && (!outside || !inCode(i)) }
+	for _, minPos := range []int{end / 2, 1} {
+		for _, sep := range []string{"\n\n", "\n", " "} {
+			for i := strings.LastIndex(text[:end], sep); i >= minPos; i = strings.LastIndex(text[:i], sep) {
+				if good(i) {
+					return i, true
+				}
+			}
+		}
+	}
+	if !outside || !inCode(end) {
+		return end, true // one long word: cut it
+	}
+	return 0, false
+}
+
+// codeMap returns a function telling whether a cut at byte offset i of
+// text falls inside a fenced code block (a line starting with ``` opens or
+// closes one).
+func codeMap(text string) func(i int) bool {
+	var fences []int // offsets of fence lines
+	pos := 0
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if strings.HasPrefix(strings.TrimLeft(line, " "), fence) {
+			fences = append(fences, pos)
+		}
+		pos += len(line)
+	}
+	return func(i int) bool {
+		return sort.SearchInts(fences, i)%2 == 1 // fence lines before the cut
+	}
+}
+
+// openingFence returns the fence line ("```go") of the code block still
+// open at the end of text, or "" when none is.
+func openingFence(text string) string {
+	open := ""
+	for _, line := range strings.Split(text, "\n") {
+		t := strings.TrimLeft(line, " ")
+		if strings.HasPrefix(t, fence) {
+			if open == "" {
+				open = strings.TrimRight(t, " \r")
+			} else {
+				open = ""
+			}
+		}
+	}
+	return open
+}

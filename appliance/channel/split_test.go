@@ -1,0 +1,149 @@
+package channel
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// joinFields compares texts ignoring the whitespace a cut may drop.
+func joinFields(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// noSpace compares texts a cut may have split anywhere.
+func noSpace(s string) string { return strings.Join(strings.Fields(s), "") }
+
+func TestSplitKeepsShortTextWhole(t *testing.T) {
+	if got := Split("hello\n\nworld", 100); len(got) != 1 || got[0] != "hello\n\nworld" {
+		t.Errorf("Split = %q", got)
+	}
+	if got := Split("   \n\n  ", 10); len(got) != 0 {
+		t.Errorf("blank text split into %q", got)
+	}
+}
+
+func TestSplitPrefersParagraphThenLineThenWord(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		limit      int
+		first      string
+	}{
+		{"paragraph", "aaaa aaaa aaaa\nbbbb bbbb\n\ncccc cccc", 30, "aaaa aaaa aaaa\nbbbb bbbb"},
+		{"line", "aaaa aaaa aaaa\nbbbb bbbb cccc cccc", 25, "aaaa aaaa aaaa"},
+		{"word", "aaaa bbbb cccc dddd eeee", 12, "aaaa bbbb"},
+		{"anywhere", strings.Repeat("x", 25), 10, strings.Repeat("x", 10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Split(tc.text, tc.limit)
+			if got[0] != tc.first {
+				t.Errorf("first part %q, want %q (all: %q)", got[0], tc.first, got)
+			}
+			for _, p := range got {
+				if n := utf8.RuneCountInString(p); n > tc.limit {
+					t.Errorf("part %q has %d runes > %d", p, n, tc.limit)
+				}
+			}
+			if noSpace(strings.Join(got, "")) != noSpace(tc.text) {
+				t.Errorf("parts %q do not add up to %q", got, tc.text)
+			}
+		})
+	}
+}
+
+func TestSplitAvoidsCuttingACodeBlock(t *testing.T) {
+	code := "```go\n" + strings.Repeat("fmt.Println(1)\n", 5) + "```"
+	text := "Intro line one.\nIntro line two.\n\n" + code + "\n\nAfter."
+	got := Split(text, len(code)+5)
+	var inBlock []string
+	for _, p := range got {
+		if strings.Contains(p, "```") {
+			inBlock = append(inBlock, p)
+		}
+	}
+	if len(inBlock) != 1 || !strings.Contains(inBlock[0], code) {
+		t.Errorf("the code block was cut although it fits in one part: %q", got)
+	}
+}
+
+func TestSplitClosesAndReopensAnOverlongCodeBlock(t *testing.T) {
+	code := "```python\n" + strings.Repeat("print('plants watered')\n", 30) + "```"
+	got := Split(code, 200)
+	if len(got) < 3 {
+		t.Fatalf("got %d parts", len(got))
+	}
+	for i, p := range got {
+		if utf8.RuneCountInString(p) > 200 {
+			t.Errorf("part %d has %d runes", i, utf8.RuneCountInString(p))
+		}
+		if !strings.HasPrefix(p, "```python\n") || !strings.HasSuffix(p, "```") {
+			t.Errorf("part %d does not render as a code block on its own: %q", i, p)
+		}
+	}
+	var body []string
+	for _, p := range got {
+		p = strings.TrimSuffix(strings.TrimPrefix(p, "```python\n"), "```")
+		body = append(body, p)
+	}
+	if joinFields(strings.Join(body, "\n")) != joinFields(strings.Repeat("print('plants watered')\n", 30)) {
+		t.Error("the code lines do not add up")
+	}
+}
+
+func TestSplitMeasuresAsThePlatformCounts(t *testing.T) {
+	utf16Len := func(s string) int { return len(utf16.Encode([]rune(s))) }
+	text := strings.Repeat("🌱 ", 100) // 3 UTF-16 units per "🌱 "
+	got := splitMeasured(text, 30, utf16Len)
+	for _, p := range got {
+		if n := utf16Len(p); n > 30 {
+			t.Errorf("part of %d UTF-16 units > 30", n)
+		}
+	}
+	if joinFields(strings.Join(got, " ")) != joinFields(text) {
+		t.Error("parts do not add up")
+	}
+}
+
+func TestSplitNeverLoopsOnATinyLimit(t *testing.T) {
+	got := Split("héllo wörld", 1)
+	if strings.Join(got, "") != "héllowörld" {
+		t.Errorf("Split(…, 1) = %q", got)
+	}
+}
+
+func FuzzSplitKeepsEverythingInOrder(f *testing.F) {
+	f.Add("a b c\n\n```\ncode\n```\nend", 7)
+	f.Add(strings.Repeat("word ", 50), 13)
+	f.Add("```\n"+strings.Repeat("x", 40)+"\n```", 9)
+	f.Fuzz(func(t *testing.T, text string, limit int) {
+		if limit < 8 || limit > 500 || !utf8.ValidString(text) {
+			return
+		}
+		parts := Split(text, limit)
+		var rest []string
+		for _, p := range parts {
+			if n := utf8.RuneCountInString(p); n > limit {
+				t.Fatalf("part of %d runes > %d: %q", n, limit, p)
+			}
+			rest = append(rest, strings.ReplaceAll(p, "```", ""))
+		}
+		// Fences may be added (closed and reopened) and whitespace dropped
+		// at cuts; the words stay, in order.
+		got := strings.Join(strings.Fields(strings.Join(rest, " ")), "")
+		want := strings.Join(strings.Fields(strings.ReplaceAll(text, "```", "")), "")
+		// Reopened fences carry their language word again: the original
+		// must be a subsequence of what was sent.
+		if !subsequence(want, got) {
+			t.Fatalf("text lost or reordered: got %q, want %q", got, want)
+		}
+	})
+}
+
+func subsequence(want, got string) bool {
+	i := 0
+	for j := 0; i < len(want) && j < len(got); j++ {
+		if want[i] == got[j] {
+			i++
+		}
+	}
+	return i == len(want)
+}

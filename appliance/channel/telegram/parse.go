@@ -1,0 +1,178 @@
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/perchhq/perch/appliance/channel"
+)
+
+// parse decodes one update. id is 0 when not even the update id can be
+// read; msg is nil for updates that carry no message for the agent.
+func (c *Channel) parse(raw json.RawMessage) (id int64, msg *channel.Message, err error) {
+	var u models.Update
+	if err := json.Unmarshal(raw, &u); err != nil {
+		var head struct {
+			ID int64 `json:"update_id"`
+		}
+		json.Unmarshal(raw, &head)
+		return head.ID, nil, err
+	}
+	if u.Message == nil || u.Message.From == nil || u.Message.From.IsBot {
+		return u.ID, nil, nil
+	}
+	m := c.message(u.Message)
+	m.EventID = strconv.FormatInt(u.ID, 10)
+	return u.ID, &m, nil
+}
+
+// message turns a Telegram message into the framework's.
+func (c *Channel) message(tm *models.Message) channel.Message {
+	m := channel.Message{
+		ChatID:     strconv.FormatInt(tm.Chat.ID, 10),
+		MessageID:  strconv.Itoa(tm.ID),
+		SenderID:   strconv.FormatInt(tm.From.ID, 10),
+		Username:   tm.From.Username,
+		SenderName: strings.TrimSpace(tm.From.FirstName + " " + tm.From.LastName),
+		IsGroup:    tm.Chat.Type == models.ChatTypeGroup || tm.Chat.Type == models.ChatTypeSupergroup,
+	}
+	if tm.IsTopicMessage && tm.MessageThreadID != 0 {
+		// Forum topics are conversations of their own.
+		m.ThreadID = strconv.Itoa(tm.MessageThreadID)
+	}
+	text, entities := tm.Text, tm.Entities
+	if text == "" {
+		text, entities = tm.Caption, tm.CaptionEntities
+	}
+	me := c.identity()
+	if me != nil {
+		if tm.ReplyToMessage != nil && tm.ReplyToMessage.From != nil && tm.ReplyToMessage.From.ID == me.ID {
+			m.ReplyToBot = true
+		}
+		text, m.Mentioned = mention(text, entities, me)
+	}
+	m.Text = text
+	m.Media = c.media(tm)
+	return m
+}
+
+// mention decides whether text addresses the bot and removes the mention:
+// mention entities first (@username, a text mention of the bot's account,
+// a command addressed to the bot), then the bot's display name in the
+// text, then its user id.
+func mention(text string, entities []models.MessageEntity, me *models.User) (string, bool) {
+	units := utf16.Encode([]rune(text))
+	cut := func(off, n int) string {
+		if off < 0 || off+n > len(units) {
+			return text
+		}
+		out := string(utf16.Decode(units[:off])) + string(utf16.Decode(units[off+n:]))
+		return strings.Join(strings.Fields(out), " ")
+	}
+	sub := func(off, n int) string {
+		if off < 0 || off+n > len(units) {
+			return ""
+		}
+		return string(utf16.Decode(units[off : off+n]))
+	}
+	for _, e := range entities {
+		switch e.Type {
+		case models.MessageEntityTypeMention:
+			if me.Username != "" && strings.EqualFold(sub(e.Offset, e.Length), "@"+me.Username) {
+				return cut(e.Offset, e.Length), true
+			}
+		case models.MessageEntityTypeTextMention:
+			if e.User != nil && e.User.ID == me.ID {
+				return cut(e.Offset, e.Length), true
+			}
+		case models.MessageEntityTypeBotCommand:
+			// "/help@perch_bot": kept whole, the agent's command parser
+			// strips the address.
+			if me.Username != "" && strings.HasSuffix(strings.ToLower(sub(e.Offset, e.Length)), "@"+strings.ToLower(me.Username)) {
+				return text, true
+			}
+		}
+	}
+	for _, name := range []string{me.FirstName, strings.TrimSpace(me.FirstName + " " + me.LastName)} {
+		if rest, ok := channel.StripName(text, name); ok {
+			return rest, true
+		}
+	}
+	if rest, ok := channel.StripName(text, strconv.FormatInt(me.ID, 10)); ok {
+		return rest, true
+	}
+	return text, false
+}
+
+// media lists the attachments of tm.
+func (c *Channel) media(tm *models.Message) []channel.MediaRef {
+	var out []channel.MediaRef
+	if n := len(tm.Photo); n > 0 {
+		// Sizes come smallest first; take the largest within the cap.
+		best := tm.Photo[n-1]
+		for i := n - 1; i >= 0; i-- {
+			if int64(tm.Photo[i].FileSize) <= c.intake.MaxMediaBytes() {
+				best = tm.Photo[i]
+				break
+			}
+		}
+		out = append(out, c.ref(channel.MediaImage, best.FileID, "", "image/jpeg", int64(best.FileSize)))
+	}
+	if v := tm.Voice; v != nil {
+		out = append(out, c.ref(channel.MediaVoice, v.FileID, "", v.MimeType, v.FileSize))
+	}
+	if a := tm.Audio; a != nil {
+		out = append(out, c.ref(channel.MediaAudio, a.FileID, a.FileName, a.MimeType, a.FileSize))
+	}
+	if v := tm.Video; v != nil {
+		out = append(out, c.ref(channel.MediaVideo, v.FileID, v.FileName, v.MimeType, v.FileSize))
+	}
+	if v := tm.VideoNote; v != nil {
+		out = append(out, c.ref(channel.MediaVideo, v.FileID, "", "video/mp4", int64(v.FileSize)))
+	}
+	if a := tm.Animation; a != nil {
+		out = append(out, c.ref(channel.MediaVideo, a.FileID, a.FileName, a.MimeType, a.FileSize))
+	}
+	if d := tm.Document; d != nil {
+		out = append(out, channel.MediaRef{Kind: channel.MediaFile, Name: d.FileName, MIME: d.MimeType, Size: d.FileSize})
+	}
+	if tm.Sticker != nil {
+		out = append(out, channel.MediaRef{Kind: channel.MediaSticker})
+	}
+	return out
+}
+
+// ref is an attachment downloaded through getFile.
+func (c *Channel) ref(kind channel.MediaKind, fileID, name, mime string, size int64) channel.MediaRef {
+	return channel.MediaRef{Kind: kind, Name: name, MIME: mime, Size: size, Fetch: func(ctx context.Context) (io.ReadCloser, int64, error) {
+		f, err := c.bot.GetFile(ctx, &bot.GetFileParams{FileID: fileID})
+		if err != nil {
+			return nil, 0, fmt.Errorf("telegram getFile: %s", c.redact(err))
+		}
+		if f.FileSize > c.intake.MaxMediaBytes() {
+			return nil, f.FileSize, fmt.Errorf("%d bytes, over channels.telegram.max_media_mb", f.FileSize)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.bot.FileDownloadLink(f), nil)
+		if err != nil {
+			return nil, 0, fmt.Errorf("telegram download: %s", c.redact(err))
+		}
+		resp, err := c.client.Do(req)
+		if err != nil {
+			return nil, 0, fmt.Errorf("telegram download: %s", c.redact(err))
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, 0, fmt.Errorf("telegram download: HTTP %d", resp.StatusCode)
+		}
+		return resp.Body, resp.ContentLength, nil
+	}}
+}

@@ -1,0 +1,91 @@
+package appliance_test
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perchhq/perch/appliance/appliancetest"
+	"github.com/perchhq/perch/appliance/channel/line/linetest"
+	"github.com/perchhq/perch/appliance/provider/providertest"
+)
+
+const apiToken = "0123456789abcdef0123456789abcdef"
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func get(t *testing.T, url, token string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	data, _ := io.ReadAll(resp.Body)
+	json.Unmarshal(data, &out)
+	return resp.StatusCode, out
+}
+
+// With webhook_port equal to gateway.port, LINE's webhook is one more
+// route of the gateway: reachable without the API token (its signature
+// guards it), while the gateway's own routes still need the token.
+func TestLINEWebhookOnTheGatewayListener(t *testing.T) {
+	prov := providertest.New()
+	defer prov.Close()
+	fake := linetest.New("line-token", "line-secret")
+	defer fake.Close()
+	port := freePort(t)
+	g := appliancetest.Start(t, map[string]any{
+		"gateway":   map[string]any{"host": "127.0.0.1", "port": port, "api_token": apiToken},
+		"providers": map[string]any{"openai": map[string]any{"api_key": "k", "api_base": prov.Base()}},
+		"agents":    map[string]any{"defaults": map[string]any{"model": "gpt-4o-mini"}},
+		"channels": map[string]any{"line": map[string]any{
+			"enabled": true, "channel_secret": "line-secret", "channel_access_token": "line-token",
+			"webhook_host": "127.0.0.1", "webhook_port": port, "api_base": fake.Base(), "data_api_base": fake.Base(),
+		}},
+	}, nil)
+	hook := g.URL + "/webhook/line"
+	body := linetest.Body(fake.NewEvent(linetest.Event{UserID: "U11111111111111111111111111111111", Text: "hello"}))
+	if code, _ := linetest.Post(hook, body, ""); code != http.StatusForbidden {
+		t.Errorf("unsigned webhook: %d, want 403", code)
+	}
+	if code, _ := linetest.Post(hook, body, linetest.Signature("line-secret", body)); code != http.StatusOK {
+		t.Fatalf("signed webhook without the API token: %d, want 200", code)
+	}
+	if sent := fake.WaitSent(1, 10*time.Second); len(sent) != 1 || sent[0].Text != "echo: hello" || sent[0].API != "reply" {
+		t.Fatalf("sent %+v", sent)
+	}
+	if code, _ := get(t, g.URL+"/admin/status", ""); code != http.StatusUnauthorized {
+		t.Errorf("/admin/status without the token: %d; the gateway's routes must stay protected", code)
+	}
+	code, st := get(t, g.URL+"/admin/status", apiToken)
+	line, _ := st["channels"].(map[string]any)["line"].(map[string]any)
+	if code != 200 || line["connected"] != true || line["messages_in"] != float64(1) {
+		t.Errorf("/admin/status channels: %v", st["channels"])
+	}
+	if extra, _ := line["extra"].(map[string]any); extra["pushes_this_month"] != float64(0) {
+		t.Errorf("pushes_this_month missing: %v", line)
+	}
+	_, ready := get(t, g.URL+"/ready", apiToken)
+	check, _ := ready["checks"].(map[string]any)["channel:line"].(map[string]any)
+	if check["status"] != "ok" || !strings.Contains(check["message"].(string), "Webhook URL") {
+		t.Errorf("/ready channel:line = %v", check)
+	}
+}

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/perchhq/perch/appliance/api"
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/gateway/client"
+)
+
+func agentCommand() *Command {
+	var (
+		message, session string
+		debug            bool
+	)
+	return &Command{
+		Name:     "agent",
+		Synopsis: "[-m MESSAGE] [-s SESSION] [--debug]",
+		Summary:  "talk to the agent from the terminal (one message with -m)",
+		Help: `With a gateway running (found through the config directory's perch.pid) the messages go through
+its API, since the gateway holds the database; otherwise the agent runs in this process. Type /help
+for the chat commands, exit or Ctrl-D to leave.`,
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&message, "m", "", "send one `message`, print the reply and exit")
+			fs.StringVar(&session, "s", "cli:default", "the session `key`: its history is the conversation")
+			fs.BoolVar(&debug, "debug", false, "log tool and provider calls")
+		},
+		Run: func(ctx context.Context, e *Env, args []string) error {
+			if len(args) > 0 {
+				return usageError("agent", "unexpected argument %q (quote the message: perch agent -m \"...\")", args[0])
+			}
+			cfg, err := e.loadConfig()
+			if err != nil {
+				return err
+			}
+			var ask func(ctx context.Context, text string) (string, error)
+			if c, err := client.Find(ctx, cfg.PIDPath(), cfg.Gateway.APIToken.Value()); err == nil {
+				ask = func(ctx context.Context, text string) (string, error) {
+					resp, err := c.Chat(ctx, api.ChatRequest{Message: text, SessionKey: session, Channel: bus.ChannelCLI})
+					return resp.Response, err
+				}
+			} else {
+				if e.Runtime.Agent == nil {
+					return errors.New("agent: no gateway runs and this build cannot run the agent itself")
+				}
+				// Only what goes wrong is worth a line here: the person is
+				// talking to the agent, not starting a service.
+				level := slog.LevelWarn
+				if debug {
+					level = slog.LevelDebug
+				}
+				local, closeFn, err := e.Runtime.Agent(ctx, cfg, newLogger(e.Stderr, level))
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				ask = func(ctx context.Context, text string) (string, error) { return local(ctx, session, text) }
+			}
+			if message != "" {
+				out, err := ask(ctx, message)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(e.Stdout, out)
+				return nil
+			}
+			fmt.Fprintf(e.Stdout, "Perch agent, session %s. Type /help for commands, exit or Ctrl-D to leave.\n", session)
+			sc := bufio.NewScanner(e.Stdin)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for {
+				fmt.Fprint(e.Stdout, "you> ")
+				if !sc.Scan() {
+					fmt.Fprintln(e.Stdout)
+					return sc.Err()
+				}
+				line := strings.TrimSpace(sc.Text())
+				if line == "" {
+					continue
+				}
+				if line == "exit" || line == "quit" {
+					return nil
+				}
+				out, err := ask(ctx, line)
+				if err != nil {
+					if errors.Is(err, context.Canceled) {
+						return nil
+					}
+					fmt.Fprintf(e.Stdout, "error: %v\n", err)
+					continue
+				}
+				fmt.Fprintf(e.Stdout, "perch> %s\n", out)
+			}
+		},
+	}
+}

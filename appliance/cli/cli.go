@@ -1,0 +1,257 @@
+// Package cli is Perch's command line: one file per command, each holding
+// its flags, its usage text and its body. cmd/perch calls Main and nothing
+// else. The command list here is also what `perch help`, the man page and
+// the bash completion are made from, so they cannot drift apart.
+//
+// # Concepts
+//
+// A Command has a name, a synopsis, a one-line summary, a longer help text,
+// a function that declares its flags on a flag.FlagSet, and Run. Flags may
+// appear anywhere among the arguments; every command takes --config and
+// --help. Output goes to the Env's writers, never to os.Stdout directly, so
+// tests run commands in-process.
+//
+// The two commands that need the whole appliance (gateway, and agent when
+// no gateway runs) reach it through Runtime, which cmd/perch fills from
+// package appliance: the CLI itself does not import the composition root.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/perchhq/perch/appliance/config"
+)
+
+// Runtime is what the CLI needs of the composition root.
+type Runtime struct {
+	// Gateway runs the gateway until ctx ends, then stops it. banner, when
+	// not nil, receives the human start-up lines (URL, token, setup code).
+	// An error means start-up failed.
+	Gateway func(ctx context.Context, cfg *config.Config, log *slog.Logger, banner io.Writer) error
+	// Agent builds the agent in this process (no gateway runs): ask sends
+	// one message of session and returns the reply.
+	Agent func(ctx context.Context, cfg *config.Config, log *slog.Logger) (ask func(ctx context.Context, session, text string) (string, error), closeFn func() error, err error)
+}
+
+// Env is what a command runs with.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Runtime        Runtime
+	// ConfigPath is --config (empty: the default).
+	ConfigPath string
+	// Getenv reads the environment (nil: os.LookupEnv).
+	Getenv func(string) (string, bool)
+	// Environ lists the environment (nil: os.Environ).
+	Environ func() []string
+}
+
+// Command is one CLI command.
+type Command struct {
+	Name string
+	// Synopsis is the usage after "perch <name>", e.g. "[-m MSG] [-s SESSION]".
+	Synopsis string
+	// Summary is one line for the command list.
+	Summary string
+	// Help is the longer description shown by --help and in the man page.
+	Help string
+	// Subcommands are the words accepted after the name (for completion).
+	Subcommands []string
+	// Flags declares the command's own flags (--config and --help are
+	// everyone's).
+	Flags func(fs *flag.FlagSet)
+	// Run runs the command with the arguments left after the flags.
+	Run func(ctx context.Context, e *Env, args []string) error
+	// Hidden commands are not listed (used by packaging).
+	Hidden bool
+}
+
+// Commands returns every command in the order help lists them.
+func Commands() []*Command {
+	return []*Command{
+		gatewayCommand(), agentCommand(), onboardCommand(), statusCommand(), modelsCommand(),
+		cronCommand(), channelsCommand(), skillsCommand(), dbCommand(), versionCommand(), completionCommand(), helpCommand(), manCommand(),
+	}
+}
+
+func lookup(name string) *Command {
+	for _, c := range Commands() {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Main runs the command line args (without the program name) and returns
+// the process's exit code. SIGINT and SIGTERM cancel the command's context.
+func Main(args []string, rt Runtime) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Runtime: rt}
+	return Run(ctx, e, args)
+}
+
+// Run runs args with e and returns the exit code: 0 on success, 1 on any
+// failure, after one line on stderr naming the cause.
+func Run(ctx context.Context, e *Env, args []string) int {
+	if err := run(ctx, e, args); err != nil {
+		if errors.Is(err, errReported) {
+			return 1
+		}
+		fmt.Fprintf(e.Stderr, "perch: %s\n", oneLine(err))
+		return 1
+	}
+	return 0
+}
+
+// errReported is returned after the error was already printed.
+var errReported = errors.New("reported")
+
+func run(ctx context.Context, e *Env, args []string) error {
+	if len(args) == 0 {
+		writeUsage(e.Stdout)
+		return nil
+	}
+	name := args[0]
+	switch name {
+	case "--help", "-h", "-help":
+		name = "help"
+	case "--version", "-v", "-version":
+		name = "version"
+	}
+	c := lookup(name)
+	if c == nil {
+		fmt.Fprintf(e.Stderr, "perch: unknown command %q%s; the commands are: %s\n", name, suggest(name), strings.Join(names(), ", "))
+		return errReported
+	}
+	fs := flag.NewFlagSet("perch "+c.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported once, below
+	fs.Usage = func() {}
+	fs.StringVar(&e.ConfigPath, "config", "", "the config `file` (default $PERCH_HOME/config.json or ~/.perch/config.json)")
+	if c.Flags != nil {
+		c.Flags(fs)
+	}
+	pos, err := parse(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		writeCommandHelp(e.Stdout, c)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %v; see 'perch %s --help'", c.Name, err, c.Name)
+	}
+	return c.Run(ctx, e, pos)
+}
+
+// parse parses flags wherever they appear among the arguments ("--" ends
+// them) and returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// flag stops at "--" and drops it: everything after is positional.
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// usageError is a wrong use of a command's arguments.
+func usageError(c string, format string, a ...any) error {
+	return fmt.Errorf("%s: %s; see 'perch %s --help'", c, fmt.Sprintf(format, a...), c)
+}
+
+func names() []string {
+	var out []string
+	for _, c := range Commands() {
+		if !c.Hidden {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// suggest returns ` (did you mean "x"?)` for a near miss.
+func suggest(name string) string {
+	best, dist := "", 3
+	for _, n := range names() {
+		if d := editDistance(name, n); d < dist {
+			best, dist = n, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// oneLine joins a multi-error into one line: failures are one clear line
+// on stderr.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// loadConfig loads the config for a command and prints its warnings
+// (unknown PERCH_ variables) to stderr.
+func (e *Env) loadConfig() (*config.Config, error) {
+	cfg, err := config.Load(config.Options{Path: e.ConfigPath, Env: e.Getenv, Environ: e.Environ})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(e.Stderr, "perch: warning: %s\n", w)
+	}
+	return cfg, nil
+}
+
+// flagNames lists a FlagSet's flags for help and completion, sorted.
+func flagNames(c *Command) []*flag.Flag {
+	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
+	var cfg string
+	fs.StringVar(&cfg, "config", "", "the config `file` (default $PERCH_HOME/config.json or ~/.perch/config.json)")
+	if c.Flags != nil {
+		c.Flags(fs)
+	}
+	var out []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) { out = append(out, f) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

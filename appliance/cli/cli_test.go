@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/perchhq/perch/appliance/config"
+)
+
+// home gives the test a fresh PERCH_HOME and returns it.
+func home(t *testing.T) string {
+	t.Helper()
+	h := t.TempDir()
+	t.Setenv("PERCH_HOME", h)
+	return h
+}
+
+// TestEveryCommandHasHelp: `perch X --help`, `perch X -h` and `perch help X`
+// print X's own usage on stdout and exit 0, for every command.
+func TestEveryCommandHasHelp(t *testing.T) {
+	home(t)
+	for _, c := range Commands() {
+		for _, args := range [][]string{{c.Name, "--help"}, {c.Name, "-h"}, {"help", c.Name}} {
+			out, errOut, code := runCLI(t, args...)
+			if code != 0 || errOut != "" {
+				t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+			}
+			if !strings.HasPrefix(out, "Usage: perch "+c.Name) || !strings.Contains(out, c.Summary) {
+				t.Errorf("%v: not %s's usage:\n%s", args, c.Name, out)
+			}
+			// Another command's flags must not leak in.
+			if c.Name != "cron" && strings.Contains(out, "--every") {
+				t.Errorf("%v lists cron's flags:\n%s", args, out)
+			}
+		}
+	}
+}
+
+func TestTopLevelHelp(t *testing.T) {
+	for _, args := range [][]string{nil, {"help"}, {"--help"}, {"-h"}} {
+		out, _, code := runCLI(t, args...)
+		if code != 0 || !strings.Contains(out, "Commands:") {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+		for _, c := range Commands() {
+			if listed := strings.Contains(out, "  "+c.Name+" "); listed == c.Hidden {
+				t.Errorf("%v: command %s listed=%v, hidden=%v", args, c.Name, listed, c.Hidden)
+			}
+		}
+	}
+}
+
+// TestBadFlagReportedOnce: one line naming the flag and how to get help, not
+// a dump of every flag.
+func TestBadFlagReportedOnce(t *testing.T) {
+	home(t)
+	out, errOut, code := runCLI(t, "status", "--colour")
+	if code != 1 || out != "" {
+		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+	if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "-colour") || !strings.Contains(errOut, "perch status --help") {
+		t.Errorf("stderr %q, want one line naming the flag and the help", errOut)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	out, errOut, code := runCLI(t, "gatway")
+	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, want := range []string{`"gatway"`, `did you mean "gateway"`, "gateway, agent, onboard"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q lacks %q", errOut, want)
+		}
+	}
+}
+
+// TestCronFlagsAndDurations: --every and --at take durations, errors name
+// the flags, and enable/disable/remove say what they did.
+func TestCronFlagsAndDurations(t *testing.T) {
+	home(t)
+	id, errOut, code := runCLI(t, "cron", "add", "--message", "water the plants", "--every", "10m")
+	if code != 0 {
+		t.Fatalf("add: exit %d: %s", code, errOut)
+	}
+	id = strings.TrimSpace(id)
+	if len(id) != 8 {
+		t.Fatalf("add printed %q, want only the id", id)
+	}
+	out, _, _ := runCLI(t, "cron", "list")
+	if !strings.Contains(out, id) || !strings.Contains(out, "every 10m0s") {
+		t.Errorf("list:\n%s", out)
+	}
+	for _, step := range [][2]string{{"disable", "Disabled job " + id}, {"enable", "Enabled job " + id}, {"remove", "Removed job " + id}} {
+		out, errOut, code := runCLI(t, "cron", step[0], id)
+		if code != 0 || !strings.Contains(out, step[1]) || !strings.Contains(out, "water the plants") {
+			t.Errorf("%s: exit %d, %q %q", step[0], code, out, errOut)
+		}
+	}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--message", "m"}, []string{"exactly one of --every, --at or --cron"}},
+		{[]string{"--message", "m", "--every", "5s"}, []string{"--every must be at least 10"}},
+		{[]string{"--message", "m", "--at", "soon"}, []string{`--at "soon"`, "10m"}},
+		{[]string{"--every", "1h"}, []string{"--message is empty"}},
+		{[]string{"--message", "m", "--at", "60", "--deliver"}, []string{"--deliver needs --channel and --to"}},
+		{[]string{"--message", "m", "--cron", "0 9 * *"}, []string{`--cron "0 9 * *" must have five fields`}},
+		{[]string{"--message", "m", "--cron", "0 9 * * *", "--tz", "Mars/Base"}, []string{`--tz "Mars/Base"`}},
+	}
+	for _, tt := range tests {
+		_, errOut, code := runCLI(t, append([]string{"cron", "add"}, tt.args...)...)
+		if code != 1 {
+			t.Errorf("%v: exit %d", tt.args, code)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%v: stderr %q lacks %q", tt.args, errOut, w)
+			}
+		}
+		for _, field := range []string{"every_seconds", "at_seconds", "cron_expr"} {
+			if strings.Contains(errOut, field) {
+				t.Errorf("%v: stderr %q names the API field %s, not the flag", tt.args, errOut, field)
+			}
+		}
+	}
+	if _, errOut, code := runCLI(t, "cron", "remove", "nope1234"); code != 1 || !strings.Contains(errOut, "no such job") {
+		t.Errorf("remove unknown: exit %d, %q", code, errOut)
+	}
+}
+
+// TestOnboardSaysWhereAndWhatNext: the address printed is the one the
+// gateway will use (environment included), and --force keeps the old file.
+func TestOnboardSaysWhereAndWhatNext(t *testing.T) {
+	h := home(t)
+	t.Setenv("PERCH_GATEWAY_HOST", "127.0.0.1")
+	t.Setenv("PERCH_GATEWAY_PORT", "9191")
+	out, errOut, code := runCLI(t, "onboard")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Wrote " + filepath.Join(h, "config.json"), "listen on 127.0.0.1:9191 (this machine only)", "setup form", "setup code"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("onboard output lacks %q:\n%s", want, out)
+		}
+	}
+	first, _ := os.ReadFile(filepath.Join(h, "config.json"))
+	if _, errOut, code := runCLI(t, "onboard"); code != 1 || !strings.Contains(errOut, "--force") {
+		t.Errorf("second onboard: exit %d, %q", code, errOut)
+	}
+	out, _, code = runCLI(t, "onboard", "--force")
+	if code != 0 || !strings.Contains(out, "previous config is kept as "+filepath.Join(h, "config.json.bak")) {
+		t.Errorf("--force: exit %d:\n%s", code, out)
+	}
+	if kept, _ := os.ReadFile(filepath.Join(h, "config.json.bak")); string(kept) != string(first) {
+		t.Error("the replaced config was not kept byte for byte")
+	}
+}
+
+// TestUnknownPerchVariableWarns: a mistyped override is a warning naming the
+// closest key, not silence.
+func TestUnknownPerchVariableWarns(t *testing.T) {
+	home(t)
+	t.Setenv("PERCH_GATEWAY_PROT", "9000")
+	_, errOut, code := runCLI(t, "status")
+	if code != 0 || !strings.Contains(errOut, "PERCH_GATEWAY_PROT") || !strings.Contains(errOut, "did you mean PERCH_GATEWAY_PORT") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestLocalAgentIsQuiet: `perch agent` without a gateway logs only what goes
+// wrong, not the services' start-up lines.
+func TestLocalAgentIsQuiet(t *testing.T) {
+	home(t)
+	var level slog.Level
+	rt := Runtime{Agent: func(_ context.Context, _ *config.Config, log *slog.Logger) (func(context.Context, string, string) (string, error), func() error, error) {
+		log.Info("store opened")
+		if log.Enabled(context.Background(), slog.LevelInfo) {
+			level = slog.LevelInfo
+		} else {
+			level = slog.LevelWarn
+		}
+		return func(_ context.Context, session, text string) (string, error) { return session + ": " + text, nil }, func() error { return nil }, nil
+	}}
+	var out, errOut strings.Builder
+	code := Run(context.Background(), &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Runtime: rt}, []string{"agent", "-m", "hi"})
+	if code != 0 || out.String() != "cli:default: hi\n" || errOut.String() != "" || level != slog.LevelWarn {
+		t.Errorf("exit %d, stdout %q, stderr %q, level %v", code, out.String(), errOut.String(), level)
+	}
+}
+
+// TestManAndCompletionFromTheDefinitions: both name every visible command
+// and its flags.
+func TestManAndCompletionFromTheDefinitions(t *testing.T) {
+	man, _, code := runCLI(t, "man")
+	comp, _, code2 := runCLI(t, "completion", "bash")
+	if code != 0 || code2 != 0 {
+		t.Fatal(code, code2)
+	}
+	for _, c := range Commands() {
+		if c.Hidden {
+			continue
+		}
+		if !strings.Contains(man, `.SS "perch `+c.Name) || !strings.Contains(comp, " "+c.Name+")") {
+			t.Errorf("%s missing from the man page or the completion", c.Name)
+		}
+	}
+	if !strings.Contains(man, `\-\-every`) || !strings.Contains(comp, "--every") {
+		t.Error("cron's flags are missing")
+	}
+}
+
+func TestGatewayErrorIsOneLine(t *testing.T) {
+	home(t)
+	rt := Runtime{Gateway: func(context.Context, *config.Config, *slog.Logger, io.Writer) error {
+		return errors.New("gateway: port 8080 is busy\nsecond line")
+	}}
+	var out, errOut strings.Builder
+	code := Run(context.Background(), &Env{Stdout: &out, Stderr: &errOut, Runtime: rt}, []string{"gateway"})
+	if code != 1 || errOut.String() != "perch: gateway: port 8080 is busy; second line\n" {
+		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+}

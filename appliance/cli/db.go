@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/perchhq/perch/store"
+)
+
+func dbCommand() *Command {
+	var (
+		asJSON   bool
+		from, to string
+	)
+	return &Command{
+		Name:     "db",
+		Synopsis: "check [--json] | salvage [--from FILE] [--to FILE]",
+		Summary:  "check the database, or copy what is readable out of a damaged one",
+		Help: `check reads every page and record of perch.db without changing it and exits 1 when it is damaged.
+
+salvage copies every session, message, cron job, device record and sensor reading still readable
+from a damaged database into a new file. By default it reads the newest damaged copy the gateway set
+aside (perch.db.damaged-<time>) and writes perch.db.salvaged-<time>. To use the result: stop the
+gateway, move perch.db away, move the salvaged file to perch.db, start the gateway.
+
+Both read the file under a shared lock: stop the gateway before checking perch.db itself.`,
+		Subcommands: []string{"check", "salvage"},
+		Flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&asJSON, "json", false, "check: print the report as JSON")
+			fs.StringVar(&from, "from", "", "salvage: the damaged `file` to read (default: the newest damaged copy, else perch.db)")
+			fs.StringVar(&to, "to", "", "salvage: the new `file` to write (default: perch.db.salvaged-<time> beside perch.db)")
+		},
+		Run: func(_ context.Context, e *Env, args []string) error {
+			if len(args) != 1 || (args[0] != "check" && args[0] != "salvage") {
+				return usageError("db", "say what to do: check or salvage")
+			}
+			cfg, err := e.loadConfig()
+			if err != nil {
+				return err
+			}
+			path := cfg.DBPath()
+			if args[0] == "check" {
+				rep, err := store.CheckFile(path)
+				if errors.Is(err, store.ErrLocked) {
+					return fmt.Errorf("db check: %s is open in a running gateway; stop it first (sudo systemctl stop perch) or check a copy with --config", path)
+				}
+				if err != nil {
+					return fmt.Errorf("db check: %w", err)
+				}
+				if asJSON {
+					enc := json.NewEncoder(e.Stdout)
+					enc.SetIndent("", "  ")
+					enc.Encode(rep)
+				} else {
+					fmt.Fprintln(e.Stdout, rep.String())
+				}
+				if !rep.OK() {
+					return fmt.Errorf("db check: %s is damaged; 'perch db salvage --from %s' copies out what is readable", path, path)
+				}
+				return nil
+			}
+			src := from
+			if src == "" {
+				src = path
+				if copies := store.DamagedCopies(path); len(copies) > 0 {
+					src = copies[len(copies)-1]
+				}
+			}
+			dst := to
+			if dst == "" {
+				dst = filepath.Join(filepath.Dir(path), "perch.db.salvaged-"+time.Now().UTC().Format("20060102T150405Z"))
+			}
+			rep, err := store.Salvage(src, dst)
+			if errors.Is(err, store.ErrLocked) {
+				return fmt.Errorf("db salvage: %s is open in a running gateway; stop it first, or salvage a damaged copy with --from", src)
+			}
+			if err != nil {
+				return fmt.Errorf("db salvage: %w", err)
+			}
+			fmt.Fprintf(e.Stdout, "Read %s, wrote %s: %s\n", src, dst, rep.String())
+			fmt.Fprintf(e.Stdout, "To use it: stop the gateway, move %s away, move %s to %s, start the gateway.\n", path, dst, path)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,102 @@
+package appliance
+
+import (
+	"context"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perchhq/perch/appliance/config"
+
+	"github.com/perchhq/perch/appliance/gateway"
+)
+
+// TestStatusAgreesWithReady: /admin/status says ready exactly when /ready
+// does (it said true beside a 503 before).
+func TestStatusAgreesWithReady(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		provider string
+		ready    bool
+	}{
+		{"with a provider", "FAKE", true},
+		{"without a provider", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := ""
+			if tc.provider != "" {
+				base = newFake(t).Base()
+			}
+			sys, url := startSystem(t, base)
+			if tc.provider == "" {
+				sys.Agent.SetProvider(nil, nil)
+			}
+			var ready map[string]any
+			code := call(t, url, "GET", "/ready", "", &ready)
+			var st map[string]any
+			call(t, url, "GET", "/admin/status", "", &st)
+			if (code == 200) != tc.ready || st["ready"] != tc.ready {
+				t.Errorf("/ready = %d, /admin/status ready = %v; want both to say %v", code, st["ready"], tc.ready)
+			}
+			for _, k := range []string{"disk", "sample_seconds", "pages"} {
+				if _, ok := st[k]; !ok {
+					t.Errorf("/admin/status lacks %q: %v", k, st)
+				}
+			}
+		})
+	}
+}
+
+// TestPageStatusIsOneReadiness: the page's status event carries the same
+// answer with every check, and the figures of the System panel.
+func TestPageStatusIsOneReadiness(t *testing.T) {
+	sys, _ := startSystem(t, newFake(t).Base())
+	st := sys.pageStatus(context.Background()).(map[string]any)
+	if st["ready"] != true || st["model"] != "openai/gpt-4o-mini" {
+		t.Errorf("status %v", st)
+	}
+	names := map[string]bool{}
+	for _, c := range st["checks"].([]gateway.CheckResult) {
+		names[c.Name] = true
+	}
+	for _, want := range []string{"store", "provider", "sandbox", "sensors", "sensor history", "devices", "channel:web"} {
+		if !names[want] {
+			t.Errorf("status lacks the %s check: %v", want, names)
+		}
+	}
+	if d, ok := st["disk"].(Disk); !ok || d.TotalBytes == 0 || d.FreeBytes > d.TotalBytes {
+		t.Errorf("disk %+v", st["disk"])
+	}
+	if ch, chat := sys.noticeTarget(); ch != "web" || chat != "home" {
+		t.Errorf("notices with no chat yet go to %s:%s, want the page's default chat", ch, chat)
+	}
+}
+
+// TestBannerRepeatsTheSetupCode: a person starting Perch in a terminal
+// reads the setup code in the start-up banner, the same as in the log.
+func TestBannerRepeatsTheSetupCode(t *testing.T) {
+	t.Setenv("PERCH_HOME", t.TempDir())
+	cfg, err := config.Load(config.Options{Env: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Gateway.Port = 0
+	var logs, banner syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunGateway(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), &banner) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(banner.String(), "setup code") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`setup_code=(\d{4}-\d{4})`).FindStringSubmatch(logs.String())
+	if m == nil || !strings.Contains(banner.String(), "enter the setup code "+m[1]+" to connect one") {
+		t.Errorf("banner:\n%s\nlog:\n%s", banner.String(), logs.String())
+	}
+}

@@ -1,0 +1,94 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/pidfile"
+	"github.com/perchhq/perch/appliance/version"
+)
+
+// RunGateway builds the gateway from cfg, starts it, serves until ctx ends
+// (SIGINT, SIGTERM) and stops it cleanly. banner, when set, receives the
+// lines a person needs: the URL and the API token. An error means start-up
+// failed, or the HTTP server failed while running (exit 1 either way, so
+// systemd restarts it).
+func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banner io.Writer) error {
+	if cfg.Absent() {
+		log.Warn("no config file; running on built-in defaults", "path", cfg.Path(), "create it with", "perch onboard")
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+	start := time.Now()
+	sys, err := NewCore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if sys.NoProv != nil {
+		log.Warn("no provider: only offline commands are answered until one is configured", "fix", sys.NoProv.Error())
+	}
+	if err := sys.BuildGateway(); err != nil {
+		sys.Close()
+		return err
+	}
+	if err := sys.Start(ctx); err != nil {
+		return err
+	}
+	// Start-up is done: give its pages back (see trimWorkingSet).
+	go trimWorkingSet()
+	url := "http://" + pidfile.DialAddr(sys.HTTP.Addr())
+	log.Info("perch gateway ready", "version", version.Get().Version, "url", url, "took", time.Since(start).Round(time.Microsecond))
+	if banner != nil {
+		fmt.Fprintf(banner, "\nPerch is running: %s\n", url)
+		if t := cfg.Gateway.APIToken.Value(); t != "" {
+			fmt.Fprintf(banner, "API token: %s  (send it as: Authorization: Bearer <token>)\n\n", t)
+		} else {
+			fmt.Fprintf(banner, "No API token: only this machine may use /chat (set gateway.api_token for the LAN).\n\n")
+		}
+		if code := sys.SetupCode; code != "" {
+			fmt.Fprintf(banner, "No language model is connected yet. Open the page and enter the setup code %s to connect one.\n\n", code)
+		}
+	}
+	var failed error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+	case failed = <-sys.Failed():
+		log.Error("stopping: the HTTP server failed", "err", failed)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sys.Stop(sctx); err != nil {
+		log.Warn("unclean stop", "err", err)
+	}
+	log.Info("stopped")
+	return failed
+}
+
+// LocalAgent builds the agent in this process, for `perch agent` when no
+// gateway runs: ask answers one message of a session; closeFn stops the
+// agent and closes the database.
+func LocalAgent(ctx context.Context, cfg *config.Config, log *slog.Logger) (ask func(ctx context.Context, session, text string) (string, error), closeFn func() error, err error) {
+	sys, err := NewCore(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ask = func(ctx context.Context, session, text string) (string, error) {
+		rep, err := sys.Agent.Process(ctx, bus.Inbound{Channel: bus.ChannelCLI, ChatID: "terminal", SessionKey: session, Text: text})
+		if err != nil {
+			return "", err
+		}
+		return rep.Text, nil
+	}
+	closeFn = func() error {
+		sys.Agent.Stop(context.WithoutCancel(ctx))
+		return sys.Close()
+	}
+	return ask, closeFn, nil
+}

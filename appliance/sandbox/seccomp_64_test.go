@@ -1,0 +1,5 @@
+//go:build linux && !(386 || arm)
+
+package sandbox
+
+var nativeFcntl64 []uint32

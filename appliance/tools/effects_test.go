@@ -1,0 +1,115 @@
+package tools
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/perchhq/perch/appliance/api"
+	"github.com/perchhq/perch/appliance/bus"
+)
+
+// fakeJobs counts what the cron tool would change.
+type fakeJobs struct{ added int }
+
+func (f *fakeJobs) List(context.Context) ([]api.Job, error) { return nil, nil }
+func (f *fakeJobs) Add(_ context.Context, s api.JobSpec) (api.Job, error) {
+	f.added++
+	return api.Job{ID: "j1", JobSpec: s}, nil
+}
+func (f *fakeJobs) Remove(context.Context, string) (api.Job, error) { return api.Job{}, nil }
+func (f *fakeJobs) SetEnabled(context.Context, string, bool) (api.Job, error) {
+	return api.Job{}, nil
+}
+
+// boardTools is a registry of the real tools whose calls can change the
+// board, plus a read-only one.
+func boardTools(t *testing.T, jobs *fakeJobs, sent *[]string) *Registry {
+	r := NewRegistry(slog.New(slog.DiscardHandler))
+	for _, tool := range NewFS(FSOptions{Dir: t.TempDir(), Restrict: true}) {
+		r.Register(tool)
+	}
+	r.Register(NewExec(nil))
+	r.Register(NewI2C())
+	r.Register(NewSPI())
+	r.Register(NewCron(jobs, nil))
+	r.Register(NewMessage(MessageOptions{Send: func(o bus.Outbound) error { *sent = append(*sent, o.ChatID); return nil }}))
+	r.Register(NewCanvas())
+	return r
+}
+
+func TestSafeDefinitionsWithholdTheToolsThatAlwaysChangeTheBoard(t *testing.T) {
+	var sent []string
+	r := boardTools(t, &fakeJobs{}, &sent)
+	defs, withheld := r.SafeDefinitions()
+	var offered []string
+	for _, d := range defs {
+		offered = append(offered, d.Name)
+	}
+	if got := strings.Join(withheld, ","); got != "append_file,edit_file,exec,write_file" {
+		t.Errorf("withheld %s", got)
+	}
+	if got := strings.Join(offered, ","); got != "canvas,cron,i2c,list_dir,message,read_file,spi" {
+		t.Errorf("offered %s", got)
+	}
+	// The cache follows the registry.
+	r.Register(Func{ToolName: "zap", ToolDescription: "x", Mutating: true, Run: func(context.Context, Args) Result { return Text("") }})
+	if _, w := r.SafeDefinitions(); !strings.Contains(strings.Join(w, ","), "zap") {
+		t.Errorf("a tool registered later is not withheld: %v", w)
+	}
+}
+
+func TestRestrictedCallsThatChangeTheBoardAreRefused(t *testing.T) {
+	jobs := &fakeJobs{}
+	var sent []string
+	r := boardTools(t, jobs, &sent)
+	restricted := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "5", SessionKey: "telegram:5", Restricted: true})
+	for _, tc := range []struct {
+		tool, args string
+		refused    bool
+	}{
+		{"exec", `{"command":"reboot"}`, true},
+		{"write_file", `{"path":"x","content":"y"}`, true},
+		{"i2c", `{"action":"write","address":64,"data":[1],"confirm":true}`, true},
+		{"spi", `{"action":"transfer","data":[1],"confirm":true}`, true},
+		{"cron", `{"action":"add","message":"x","every_seconds":60,"command":"rm -r /"}`, true},
+		{"cron", `{"action":"add","message":"check the pump","every_seconds":60,"deliver":false}`, true},
+		{"cron", `{"action":"remove","job_id":"j9"}`, true},
+		{"cron", `{"action":"add","message":"x","every_seconds":60,"chat_id":"other"}`, true},
+		{"message", `{"content":"hi","chat_id":"77"}`, true},
+		{"message", `{"content":"hi"}`, false},
+		{"cron", `{"action":"add","message":"water the plants","at_seconds":3600}`, false},
+		{"cron", `{"action":"list"}`, false},
+		{"read_file", `{"path":"nothing"}`, false},
+	} {
+		res := r.Execute(restricted, tc.tool, tc.args)
+		refused := strings.Contains(res.ForLLM, "refused: this call would change the board")
+		if refused != tc.refused {
+			t.Errorf("%s %s: refused=%v (%s), want %v", tc.tool, tc.args, refused, res.ForLLM, tc.refused)
+		}
+		if refused && !strings.Contains(res.ForLLM, "channels.telegram.allow_all_tools") {
+			t.Errorf("the refusal does not say how to allow it: %s", res.ForLLM)
+		}
+	}
+	if jobs.added != 1 || len(sent) != 1 || sent[0] != "5" {
+		t.Errorf("cron added %d jobs, messages to %v; want the one reminder and the one message to this chat", jobs.added, sent)
+	}
+	// The owner's turn is not restricted.
+	owner := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "5"})
+	if res := r.Execute(owner, "cron", `{"action":"remove","job_id":"j9"}`); strings.Contains(res.ForLLM, "refused") {
+		t.Errorf("an unrestricted call was refused: %s", res.ForLLM)
+	}
+}
+
+func TestRestrictionNoteNamesTheSetting(t *testing.T) {
+	note := RestrictionNote("slack", []string{"exec", "write_file"})
+	for _, want := range []string{"withheld: exec, write_file", "channels.slack.allow_from", "channels.slack.allow_all_tools"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note lacks %q:\n%s", want, note)
+		}
+	}
+	if note := RestrictionNote("mqtt", nil); !strings.Contains(note, "mqtt.allow_all_tools") {
+		t.Errorf("MQTT note: %s", note)
+	}
+}

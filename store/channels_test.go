@@ -1,0 +1,87 @@
+package store
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func TestAdmitDeduplicatesAndKeepsTheInbox(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "perch.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	entry := func(id uint64) ([]byte, error) { return []byte(fmt.Sprintf(`{"id":%d}`, id)), nil }
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, dup, err := db.Admit("telegram", "u1", 100, entry)
+			if err != nil {
+				t.Error(err)
+			}
+			if !dup {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted != 1 {
+		t.Fatalf("event admitted %d times, want once", admitted)
+	}
+	// The same id on another channel is another event.
+	if _, dup, _ := db.Admit("line", "u1", 100, entry); dup {
+		t.Error("ids are not scoped per channel")
+	}
+	if seen, _ := db.Seen("telegram", "u1"); !seen {
+		t.Error("Seen does not know an admitted event")
+	}
+	var ids []uint64
+	db.InboxList(func(id uint64, data []byte) error {
+		ids = append(ids, id)
+		if string(data) != fmt.Sprintf(`{"id":%d}`, id) {
+			t.Errorf("entry %d holds %s", id, data)
+		}
+		return nil
+	})
+	if len(ids) != 2 || ids[0] >= ids[1] {
+		t.Fatalf("inbox ids %v", ids)
+	}
+	if err := db.InboxDelete(ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	db.InboxList(func(uint64, []byte) error { n++; return nil })
+	if n != 1 {
+		t.Errorf("%d entries after delete", n)
+	}
+}
+
+func TestAdmitRemembersOnlyTheNewestIDs(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "perch.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; i < 20; i++ {
+		if _, _, err := db.Admit("slack", fmt.Sprint(i), 5, func(uint64) ([]byte, error) { return []byte("{}"), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		seen, _ := db.Seen("slack", fmt.Sprint(i))
+		if seen != (i >= 15) {
+			t.Errorf("event %d seen=%v; only the newest 5 are kept", i, seen)
+		}
+	}
+	if err := db.Check(); err != nil {
+		t.Errorf("database inconsistent: %v", err)
+	}
+}

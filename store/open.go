@@ -1,0 +1,175 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Open opens (creating when absent) the database at path.
+//
+// Before bbolt reads the file, the store walks it itself (pagewalk.go):
+// bbolt walks every page at open and trusts what it finds, so a damaged page
+// or a truncated file would end the process in a panic or a fault that
+// nothing can recover, again at every restart. The walk at every open is
+// structural (each page in range, of the right type, reached once, keys in
+// order); after an unclean shutdown (the marker file beside the database
+// was left behind) every record is decoded too. A damaged file is renamed
+// to perch.db.damaged-<UTC time> beside the original, a fresh file takes its
+// place, and whatever is still readable is copied into it (Salvage);
+// Recovered says what happened. With Options.NoRecover, Open returns an
+// ErrDamaged error instead.
+//
+// A file from a newer perch (a higher schema) is refused before anything is
+// written; an older schema is migrated forward in one transaction. A file
+// that is mostly free pages is compacted first (compact.go).
+func Open(path string, opts Options) (*DB, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Second
+	}
+	if opts.CacheSessions == 0 {
+		opts.CacheSessions = 32
+	}
+	if opts.SensorFlush <= 0 {
+		opts.SensorFlush = 5 * time.Minute
+	}
+	return open(path, opts, true)
+}
+
+func open(path string, opts Options, mayCompact bool) (*DB, error) {
+	f, err := lockFile(path, true, opts.Timeout, opts.LockHolder)
+	if err != nil {
+		return nil, err
+	}
+	// Leftovers of an interrupted compaction; the lock says no one else is
+	// compacting.
+	os.Remove(compactPath(path))
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	_, markerErr := os.Stat(markerPath(path))
+	unclean := markerErr == nil
+	var rec *Recovered
+	sessions := 0
+	if st.Size() > 0 {
+		r, unmap := loadFile(f, st.Size())
+		chk := verifyFile(r, st.Size(), unclean, !unclean)
+		unmap()
+		switch {
+		case !chk.sound() && opts.NoRecover:
+			f.Close()
+			return nil, &DamagedError{Path: path, Problems: chk.problems, Count: chk.nProblems}
+		case !chk.sound():
+			f, rec, err = setAside(path, f, chk, unclean, opts)
+			if err != nil {
+				return nil, err
+			}
+		case chk.schema > SchemaVersion:
+			f.Close()
+			return nil, &newerSchemaError{path: path, have: chk.schema}
+		case mayCompact && worthCompacting(chk):
+			// compactFile closes f; on failure the original is untouched
+			// and opens as it is.
+			info := compactFile(path, f, opts.Timeout)
+			db, err := open(path, opts, false)
+			if db != nil {
+				db.compaction = info
+			}
+			return db, err
+		default:
+			sessions = chk.counts.sessions
+		}
+	}
+	if err := os.WriteFile(markerPath(path), nil, 0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("store: open %s: marker file: %w", path, err)
+	}
+	b, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: opts.Timeout,
+		// The freelist is rebuilt on open instead of written on every
+		// commit: fewer pages per commit on an SD card.
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+		OpenFile:       reuseFile(f),
+	})
+	if err != nil {
+		// bbolt closed f.
+		os.Remove(markerPath(path))
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db := &DB{
+		path:    path,
+		cache:   newHistoryCache(opts.CacheSessions),
+		sensors: newSensorBuffer(opts.SensorFlush),
+	}
+	db.bolt = &guardedBolt{DB: b, owner: db}
+	db.idle = sync.NewCond(&db.mu)
+	if err := initialise(b); err != nil {
+		b.Close()
+		os.Remove(markerPath(path))
+		var newer *newerSchemaError
+		if errors.As(err, &newer) {
+			newer.path = path
+			return nil, err
+		}
+		return nil, fmt.Errorf("store: initialise %s: %w", path, err)
+	}
+	if rec != nil {
+		db.finishRecovery(rec)
+		sessions = db.countSessions()
+	} else if note, err := loadRecovered(b); err == nil {
+		db.recovered = note
+	}
+	db.sessions.Store(int64(sessions))
+	if opts.SessionTTL > 0 {
+		db.sweep = startSweeper(db, opts.SessionTTL)
+	}
+	return db, nil
+}
+
+// markerPath is the file that exists while a writer has the database open;
+// found at open, it means the last writer did not close it.
+func markerPath(path string) string { return path + ".open" }
+
+// compactPath is where a compacted copy is built before it replaces the
+// database.
+func compactPath(path string) string { return path + ".compact" }
+
+// DamagedError is returned by Open with Options.NoRecover for a damaged
+// file; it matches ErrDamaged.
+type DamagedError struct {
+	Path     string
+	Problems []string
+	Count    int
+}
+
+func (e *DamagedError) Error() string {
+	first := "damaged"
+	if len(e.Problems) > 0 {
+		first = e.Problems[0]
+	}
+	more := ""
+	if e.Count > 1 {
+		more = fmt.Sprintf(" (and %d more problems)", e.Count-1)
+	}
+	return fmt.Sprintf("store: %s is damaged: %s%s; run `perch db check` for details, `perch db salvage` to copy out what is readable, or start the gateway to set it aside and start afresh", e.Path, first, more)
+}
+
+func (e *DamagedError) Is(target error) bool { return target == ErrDamaged }
+
+type newerSchemaError struct {
+	path string
+	have uint64
+}
+
+func (e *newerSchemaError) Error() string {
+	return fmt.Sprintf("store: database schema v%d is newer than this perch (v%d); upgrade perch or restore a backup (%s was not changed)", e.have, SchemaVersion, e.path)
+}
+
+func (e *newerSchemaError) Is(target error) bool { return target == ErrNewerSchema }
