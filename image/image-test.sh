@@ -1,55 +1,51 @@
 #!/usr/bin/env bash
-# `make image-test`: builds the .debs the images need (two versions for the
-# upgrade test), then runs image/imagetest (build tag imagetest), which
-# builds the amd64 and Raspberry Pi images, inspects them and boots them in
-# QEMU. Prints the figures the tests measured.
+# `make image-test`: builds Perch's .debs with `make deb` (two versions, the
+# second for the upgrade test) and runs image/imagetest (build tag
+# imagetest), which builds the amd64 and Raspberry Pi images with
+# image/build.sh, inspects them and boots them in QEMU. Prints each step's
+# time and the figures the tests measured.
 #
-# The .debs come from `make deb` when the tree has it (image/deb/build.sh),
-# else from image/imagetest/testdeb.sh (a test-only stand-in with the same
-# layout); the apt repository from image/deb/apt-repo.sh, else
-# image/imagetest/testrepo.sh. IMAGE_TEST_RUN selects tests (go test -run).
+# IMAGE_TEST_RUN selects tests (go test -run); IMAGE_TEST_TIMEOUT bounds the
+# whole go test run (default 45m: every QEMU run inside has its own bound
+# and is killed by its PID). Under CI=true a skipped test is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
-[ "$(id -u)" -eq 0 ] || { echo "image-test: needs root (mmdebstrap, image files owned by root)" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || { echo "image-test: needs root (mmdebstrap, image files owned by root); run as root" >&2; exit 1; }
+t0=$(date +%s)
+step() { echo "==> image-test: $* (+$(( $(date +%s) - t0 ))s)"; }
+
+step "host tools (.ci/image-deps)"
 .ci/image-deps
 
 work=$top/build/image-test
 rm -rf "$work"; mkdir -p "$work"
-base=${VERSION:-$( [ -x image/deb/version.sh ] && image/deb/version.sh || echo 0.0.0~imagetest)}
+base=${VERSION:-$(image/deb/version.sh)}
 next="$base+upgrade1" # sorts after $base for dpkg: the upgrade
 
-debs() { # debs VERSION ARCH... -> prints the .deb paths
-  local v=$1; shift
-  if [ -x image/deb/build.sh ]; then
-    make --no-print-directory deb VERSION="$v" DEB_ARCHES="$*" >&2
-    for a in "$@"; do echo "$top/dist/perch_${v}_$a.deb"; done
-  else
-    for a in "$@"; do
-      local bin=$work/perch_${v}_$a
-      CGO_ENABLED=0 GOOS=linux GOARCH=$a go build -trimpath \
-        -ldflags "-s -w -X github.com/perchhq/perch/appliance/version.Version=$v" -o "$bin" ./cmd/perch
-      image/imagetest/testdeb.sh "$bin" "$v" "$a" "$work/perch_${v}_$a.deb" >&2
-      echo "$work/perch_${v}_$a.deb"
-    done
-  fi
-}
-mapfile -t first < <(debs "$base" amd64 arm64)
-mapfile -t second < <(debs "$next" amd64)
-repo_tool=$top/image/imagetest/testrepo.sh
-[ -x image/deb/apt-repo.sh ] && repo_tool=$top/image/deb/apt-repo.sh
+step "make deb $base (amd64 arm64) and $next (amd64)"
+make --no-print-directory deb VERSION="$base" DEB_ARCHES="amd64 arm64" >"$work/deb.log" 2>&1 ||
+  { tail -30 "$work/deb.log" >&2; echo "image-test: make deb failed (log: $work/deb.log)" >&2; exit 1; }
+cp "dist/perch_${base}_amd64.deb" "dist/perch_${base}_arm64.deb" "$work/"
+make --no-print-directory deb VERSION="$next" DEB_ARCHES="amd64" >>"$work/deb.log" 2>&1 ||
+  { tail -30 "$work/deb.log" >&2; echo "image-test: make deb failed (log: $work/deb.log)" >&2; exit 1; }
+cp "dist/perch_${next}_amd64.deb" "$work/"
 
 results=$work/results.txt
 : > "$results"
+step "go test -tags imagetest ./image/imagetest/"
 set +e
-PERCH_IMAGE_DEB=${first[0]} PERCH_IMAGE_DEB_ARM64=${first[1]} PERCH_IMAGE_DEB_NEXT=${second[0]} \
-PERCH_IMAGE_REPO_TOOL=$repo_tool PERCH_IMAGE_RESULTS=$results PERCH_IMAGE_LOGS=$work/logs TMPDIR=$work \
-  go test -tags imagetest -count=1 -v -timeout 100m -run "${IMAGE_TEST_RUN:-.}" ./image/imagetest/ 2>&1 | tee "$work/go-test.log"
+PERCH_IMAGE_DEB=$work/perch_${base}_amd64.deb PERCH_IMAGE_DEB_ARM64=$work/perch_${base}_arm64.deb \
+PERCH_IMAGE_DEB_NEXT=$work/perch_${next}_amd64.deb PERCH_IMAGE_REPO_TOOL=$top/image/deb/apt-repo.sh \
+PERCH_IMAGE_RESULTS=$results PERCH_IMAGE_LOGS=$work/logs TMPDIR=$work \
+  go test -tags imagetest -count=1 -v -timeout "${IMAGE_TEST_TIMEOUT:-45m}" -run "${IMAGE_TEST_RUN:-.}" ./image/imagetest/ 2>&1 | tee "$work/go-test.log"
 rc=${PIPESTATUS[0]}
 set -e
 if grep -q -- '--- SKIP' "$work/go-test.log" && [ "${CI:-}" = true ]; then
   echo "image-test: CI=true: a skipped test is a failure" >&2; rc=1
 fi
+step "done (exit $rc)"
 echo "==> image-test figures"
 cat "$results"
+echo "image-test: total $(( $(date +%s) - t0 ))s; logs in $work"
 exit "$rc"

@@ -247,6 +247,13 @@ func startVM(t *testing.T, qemu string, args []string, maxLife time.Duration) *v
 		if t.Failed() {
 			t.Logf("serial console (last lines):\n%s", tail(v.console(), 80))
 		}
+		// -action watchdog=debug: the hardware watchdog fired (the guest
+		// would have been reset) without a reset.
+		if out, err := os.ReadFile(log.Name()); err == nil {
+			if n := strings.Count(string(out), "watchdog: timer fired"); n > 0 {
+				record(t, "%s: the emulated hardware watchdog fired %d times (not reset: TCG stalls)", qemu, n)
+			}
+		}
 	})
 	return v
 }

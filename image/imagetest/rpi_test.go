@@ -31,6 +31,10 @@ var piBoards = map[string]string{
 // flashes it with dd and sets it up from the page with the setup code the
 // console shows.
 func TestRpiArm64Image(t *testing.T) {
+	// The two images build and boot side by side: on a 2-core machine one
+	// emulated CPU each, and the arm64 tree's emulated build overlaps the
+	// amd64 boots instead of adding to them.
+	t.Parallel()
 	deb := need(t, "PERCH_IMAGE_DEB_ARM64")
 	work := t.TempDir()
 	img, took := buildImage(t, filepath.Join(work, "out"), "--target", "rpi-arm64", "--deb", deb)
