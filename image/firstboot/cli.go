@@ -1,6 +1,7 @@
 package firstboot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -29,7 +30,7 @@ with no settings files it changes nothing.
 
 --console prints where to find Perch (and, the first time, the setup code
 and the board's API token) on the consoles and the login prompt; the image
-runs it after perch.service starts.
+runs it (perch-console.service) after every start of perch.service.
 `
 
 // Main runs `perch firstboot` with args (the words after "firstboot") and
@@ -131,17 +132,18 @@ func showConsole(ctx context.Context, root, cfgPath string, log *slog.Logger) er
 	return nil
 }
 
-// gatewayLog returns this start's log of perch.service. Run from the unit's
-// ExecStartPost=, it reads the lines of the same invocation, waiting a
-// moment for the "ready" line, which comes after the setup code.
+// gatewayLog returns the log of perch.service's current start. Run from
+// perch-console.service (ordered after Perch is ready), it reads the lines
+// of Perch's running invocation, waiting a moment for the "ready" line,
+// which comes after the setup code.
 func gatewayLog(ctx context.Context) string {
 	args := []string{"--no-pager", "-o", "cat", "-u", "perch.service", "-b", "-n", "200"}
-	if id := os.Getenv("INVOCATION_ID"); id != "" {
-		args = []string{"--no-pager", "-o", "cat", "_SYSTEMD_INVOCATION_ID=" + id}
+	if id, err := exec.CommandContext(ctx, "systemctl", "show", "-p", "InvocationID", "--value", "perch.service").Output(); err == nil && len(bytes.TrimSpace(id)) > 0 {
+		args = []string{"--no-pager", "-o", "cat", "_SYSTEMD_INVOCATION_ID=" + string(bytes.TrimSpace(id))}
 	}
 	tries := 1
 	if os.Getenv("INVOCATION_ID") != "" {
-		tries = 30 // from the unit: the gateway's lines may still be on their way
+		tries = 30 // from a unit: the gateway's lines may still be on their way
 	}
 	var out []byte
 	for range tries {

@@ -129,6 +129,15 @@ func TestAmd64Image(t *testing.T) {
 	// patches itself at boot (an int3 oops in enqueue_timer, seen here).
 	v := startVM(t, "qemu-system-x86_64", qemuArgs, 45*time.Minute)
 	v.key = key
+	// When a check fails, the guest's own account of it: failed units and
+	// the journal of Perch's units (cleanups run before the VM's is).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		out, _ := v.sshAs("root", key, "systemctl --failed --no-pager; systemctl status --no-pager perch; journalctl -b --no-pager -o short-monotonic -u perch -u perch-firstboot | tail -80")
+		t.Logf("guest diagnostics:\n%s", out)
+	})
 	boot := v.waitHealth(t, 25*time.Minute)
 	record(t, "amd64 first boot under TCG (UEFI, first-boot setup, growroot): /health after %s", boot.Round(time.Second))
 	waitFor(t, "SSH", 3*time.Minute, func() error { _, err := v.sshAs("root", key, "true"); return err })
