@@ -104,13 +104,14 @@ fuzz:
 # (Raspberry Pi 3, 4, 400, Zero 2 W) and dist/perch-<version>-amd64.img.xz
 # (UEFI PCs), each with a .manifest. Input: Perch's .deb for each
 # architecture, $(IMAGE_DEB_DIR)/perch_$(VERSION)_<arch>.deb (make deb).
-# The images trust Perch's signed apt repository at IMAGE_APT_URL with the
-# public key IMAGE_APT_KEY (make apt-repo writes it); without the key file
-# they are built without the repository. Debian trees are cached in
-# /var/cache/perch-build (IMAGE_REFRESH=1 rebuilds them).
+# The images trust Perch's signed apt repository at IMAGE_APT_URL (where
+# dist/apt is served) with the public key IMAGE_APT_KEY (make apt-repo
+# writes it); without both they are built without the repository, and say
+# so. Debian trees are cached in /var/cache/perch-build (IMAGE_REFRESH=1
+# rebuilds them).
 IMAGE_TARGETS ?= rpi-arm64 amd64
 IMAGE_DEB_DIR ?= dist
-IMAGE_APT_URL ?= https://perchhq.github.io/perch/apt/
+IMAGE_APT_URL ?=
 IMAGE_APT_KEY ?= dist/apt/perch-archive-keyring.gpg
 image:
 	@.ci/image-deps
@@ -118,7 +119,7 @@ image:
 	  case $$t in rpi-arm64) a=arm64 ;; amd64) a=amd64 ;; *) echo "image: unknown target $$t" >&2; exit 1 ;; esac; \
 	  deb=$(IMAGE_DEB_DIR)/perch_$(VERSION)_$$a.deb; \
 	  [ -f "$$deb" ] || { echo "image: $$deb is missing: run 'make deb' first (or set IMAGE_DEB_DIR)" >&2; exit 1; }; \
-	  repo=; [ -f "$(IMAGE_APT_KEY)" ] && repo="--apt-url $(IMAGE_APT_URL) --apt-key $(IMAGE_APT_KEY)"; \
+	  repo=; [ -n "$(IMAGE_APT_URL)" ] && repo="--apt-url $(IMAGE_APT_URL) --apt-key $(IMAGE_APT_KEY)"; \
 	  $(STEP) "image $$t" image/build.sh --target $$t --deb "$$deb" --out dist $$repo || exit 1; \
 	done
 

@@ -252,6 +252,11 @@ func TestAmd64Image(t *testing.T) {
 		if out := v.sh(t, "systemctl is-active perch; systemctl is-enabled perch; systemctl --failed --no-legend --plain | wc -l"); out != "active\nenabled\n0" {
 			t.Errorf("perch active, enabled, failed units: %q\n%s", out, v.sh(t, "systemctl --failed --no-pager"))
 		}
+		// The journal survives a reboot (the reason for the last one is
+		// there), within the drop-in's cap.
+		if out := v.sh(t, "journalctl --header --no-pager | grep -m1 '^File path:'; systemd-analyze cat-config systemd/journald.conf | grep -E '^(Storage|SystemMaxUse)='"); !strings.Contains(out, "/var/log/journal/") || !strings.Contains(out, "Storage=persistent") || !strings.Contains(out, "SystemMaxUse=") {
+			t.Errorf("the journal is not persistent and capped:\n%s", out)
+		}
 		if out := v.sh(t, "resolvectl status eth0 --no-pager | grep -i 'protocols'"); !strings.Contains(out, "+mDNS") {
 			t.Errorf("mDNS is not on for eth0: %q", out)
 		}

@@ -57,6 +57,7 @@ func inspectRoot(t *testing.T, img string) string {
 		"/etc/systemd/system/sysinit.target.wants/systemd-time-wait-sync.service",
 		"/etc/systemd/system/sys-subsystem-net-devices-wlan0.device.wants/wpa_supplicant@wlan0.service",
 		"/etc/systemd/system.conf.d/perch-watchdog.conf",
+		"/etc/systemd/system/perch-console.service",
 		"/etc/systemd/journald.conf.d/perch.conf",
 		"/etc/udev/rules.d/60-perch-hardware.rules",
 	} {
