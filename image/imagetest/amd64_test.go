@@ -147,9 +147,15 @@ func TestAmd64Image(t *testing.T) {
 		if err != nil || code != 200 || !strings.Contains(string(body), `"status":"ok"`) {
 			t.Fatalf("/health %d %s %v", code, body, err)
 		}
+		// Anyone on the LAN reads that a provider is configured; with the
+		// token, which one (the names are kept from strangers).
 		code, body, err = httpDo("GET", v.url("/ready"), "", nil)
+		if err != nil || code != 200 || !strings.Contains(string(body), "a provider is configured") || strings.Contains(string(body), testModel) {
+			t.Errorf("/ready without the token: %d %s %v", code, body, err)
+		}
+		code, body, err = httpDo("GET", v.url("/ready"), testToken, nil)
 		if err != nil || code != 200 || !strings.Contains(string(body), "openai, model "+testModel) {
-			t.Errorf("/ready %d %s %v", code, body, err)
+			t.Errorf("/ready with the token: %d %s %v", code, body, err)
 		}
 	})
 
