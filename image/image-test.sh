@@ -40,6 +40,14 @@ PERCH_IMAGE_DEB_NEXT=$work/perch_${next}_amd64.deb PERCH_IMAGE_REPO_TOOL=$top/im
 PERCH_IMAGE_RESULTS=$results PERCH_IMAGE_LOGS=$work/logs TMPDIR=$work \
   go test -tags imagetest -count=1 -v -timeout "${IMAGE_TEST_TIMEOUT:-45m}" -run "${IMAGE_TEST_RUN:-.}" ./image/imagetest/ 2>&1 | tee "$work/go-test.log"
 rc=${PIPESTATUS[0]}
+# A go test killed by its -timeout runs no cleanups: end every QEMU it
+# started, by the PID it logged (and only if that PID is still a QEMU).
+for pid in $(sed -n 's/.*qemu-system-[a-z0-9_]* started, pid \([0-9]*\),.*/\1/p' "$work/go-test.log"); do
+  if grep -qa qemu-system "/proc/$pid/cmdline" 2>/dev/null; then
+    echo "image-test: QEMU pid $pid outlived the test; killing it" >&2
+    kill -KILL "$pid" || true
+  fi
+done
 set -e
 if grep -q -- '--- SKIP' "$work/go-test.log" && [ "${CI:-}" = true ]; then
   echo "image-test: CI=true: a skipped test is a failure" >&2; rc=1

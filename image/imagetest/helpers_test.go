@@ -218,6 +218,10 @@ func startVM(t *testing.T, qemu string, args []string, maxLife time.Duration) *v
 		"-serial", "file:"+v.serial,
 	)
 	v.cmd = exec.Command(qemu, args...)
+	// Should the test binary die without its cleanups (go test's -timeout
+	// panics), the kernel ends QEMU with it; image-test.sh also kills any
+	// QEMU still running by the PIDs this test logs.
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	log, err := os.Create(filepath.Join(filepath.Dir(v.serial), "qemu.out"))
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +457,7 @@ func buildImage(t *testing.T, out string, args ...string) (string, time.Duration
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmdOut, err := tryCmd(90*time.Minute, filepath.Join(top, "image/build.sh"), append(args, "--out", out, "--no-xz", "--name", "image")...)
+	cmdOut, err := tryCmd(40*time.Minute, filepath.Join(top, "image/build.sh"), append(args, "--out", out, "--no-xz", "--name", "image")...)
 	os.WriteFile(logPath, []byte(cmdOut), 0o644)
 	if err != nil {
 		t.Fatalf("image/build.sh %s: %v\n%s", strings.Join(args, " "), err, tail(cmdOut, 40))
