@@ -159,6 +159,13 @@ func TestAmd64Image(t *testing.T) {
 		}
 	})
 
+	t.Run("the page is served on the LAN address", func(t *testing.T) {
+		code, body, err := httpDo("GET", v.url("/"), "", nil)
+		if err != nil || code != 200 || !strings.Contains(string(body), "<title>Perch</title>") {
+			t.Errorf("GET / %d %.300s %v", code, body, err)
+		}
+	})
+
 	t.Run("a chat turn reaches the provider", func(t *testing.T) {
 		code, body, err := httpDo("POST", v.url("/chat"), testToken, map[string]string{"message": "hello from the image test", "session_key": "imagetest"})
 		if err != nil || code != 200 || !strings.Contains(string(body), "echo: hello from the image test") {

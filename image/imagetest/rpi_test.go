@@ -163,6 +163,9 @@ func TestRpiArm64Image(t *testing.T) {
 		if !strings.Contains(v.console(), "Perch is running: http://perch.local:8080/") {
 			t.Error("the console does not say where Perch is")
 		}
+		if st, body, _ := httpDo("GET", v.url("/"), "", nil); st != 200 || !strings.Contains(string(body), "<title>Perch</title>") {
+			t.Errorf("GET / %d %.300s; want the page", st, body)
+		}
 		if st, body, _ := httpDo("GET", v.url("/ready"), "", nil); st != 503 {
 			t.Errorf("/ready %d %s; want 503 until a provider is set", st, body)
 		}
