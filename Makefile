@@ -18,7 +18,7 @@ GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 # Where `make run` keeps its config, workspace and database.
 RUN_HOME ?= $(CURDIR)/.perch
 
-.PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo qemu-test fuzz bench clean deb apt-repo package-test
+.PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo qemu-test fuzz bench clean deb apt-repo package-test image image-test
 
 all: build
 
@@ -99,6 +99,33 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# Flashable images (image/IMAGE.md): dist/perch-<version>-rpi-arm64.img.xz
+# (Raspberry Pi 3, 4, 400, Zero 2 W) and dist/perch-<version>-amd64.img.xz
+# (UEFI PCs), each with a .manifest. Input: Perch's .deb for each
+# architecture, $(IMAGE_DEB_DIR)/perch_$(VERSION)_<arch>.deb (make deb).
+# The images trust Perch's signed apt repository at IMAGE_APT_URL (where
+# dist/apt is served) with the public key IMAGE_APT_KEY (make apt-repo
+# writes it); without both they are built without the repository, and say
+# so. Debian trees are cached in /var/cache/perch-build (IMAGE_REFRESH=1
+# rebuilds them).
+IMAGE_TARGETS ?= rpi-arm64 amd64
+IMAGE_DEB_DIR ?= dist
+IMAGE_APT_URL ?=
+IMAGE_APT_KEY ?= dist/apt/perch-archive-keyring.gpg
+image:
+	@.ci/image-deps
+	@for t in $(IMAGE_TARGETS); do \
+	  case $$t in rpi-arm64) a=arm64 ;; amd64) a=amd64 ;; *) echo "image: unknown target $$t" >&2; exit 1 ;; esac; \
+	  deb=$(IMAGE_DEB_DIR)/perch_$(VERSION)_$$a.deb; \
+	  [ -f "$$deb" ] || { echo "image: $$deb is missing: run 'make deb' first (or set IMAGE_DEB_DIR)" >&2; exit 1; }; \
+	  repo=; [ -n "$(IMAGE_APT_URL)" ] && repo="--apt-url $(IMAGE_APT_URL) --apt-key $(IMAGE_APT_KEY)"; \
+	  $(STEP) "image $$t" image/build.sh --target $$t --deb "$$deb" --out dist $$repo || exit 1; \
+	done
+
+# Builds the images with test settings and boots them in QEMU (image/imagetest).
+image-test:
+	image/image-test.sh
 
 bench: build
 	$(GO) build -trimpath -ldflags "-s -w" -o bin/perch-floor ./bench/floor

@@ -52,12 +52,7 @@ func Onboard(path string, force bool) (*OnboardResult, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	cfg := Default()
-	cfg.path, cfg.dir = path, Dir()
-	cfg.Gateway.Host = "0.0.0.0"
-	cfg.Gateway.APIToken = Secret(NewToken())
-	// An appliance watches its USB ports out of the box.
-	cfg.Devices = Devices{Enabled: true, MonitorUSB: true}
+	cfg := Fresh(path)
 	if err := os.MkdirAll(cfg.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("config: create %s: %w", cfg.dir, err)
 	}

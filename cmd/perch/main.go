@@ -9,6 +9,7 @@ import (
 	"github.com/perchhq/perch/appliance"
 	"github.com/perchhq/perch/appliance/cli"
 	"github.com/perchhq/perch/appliance/sandbox"
+	"github.com/perchhq/perch/image/firstboot"
 )
 
 func main() {
@@ -16,6 +17,11 @@ func main() {
 	// exec the shell. Nothing else may run first in that process.
 	if len(os.Args) > 1 && os.Args[1] == sandbox.LauncherArg {
 		os.Exit(sandbox.RunLauncher(os.Args[2:]))
+	}
+	// The board image's first-boot unit; not a command an owner types, so
+	// it stays out of the CLI's table (help, man page, completion).
+	if len(os.Args) > 1 && os.Args[1] == "firstboot" {
+		os.Exit(firstboot.Main(os.Args[2:]))
 	}
 	os.Exit(cli.Main(os.Args[1:], cli.Runtime{Gateway: appliance.RunGateway, Agent: appliance.LocalAgent}))
 }
