@@ -94,13 +94,31 @@ func tail(s string, n int) string {
 // freePort returns a TCP port free on loopback now.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	// The kernel may hand the same free port to two calls in a row (the
+	// first listener is closed before QEMU binds it): one VM's forwards, or
+	// the two VMs running side by side, would then collide and QEMU exit.
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !portsGiven[port] {
+			portsGiven[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port that was not handed out already")
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // waitFor polls fn until it succeeds or timeout passes.
 func waitFor(t *testing.T, what string, timeout time.Duration, fn func() error) time.Duration {
