@@ -48,6 +48,23 @@ func (b *Backoff) Next() time.Duration {
 // Reset starts over from Min (after a connection that worked).
 func (b *Backoff) Reset() { b.n = 0 }
 
+// AwaitFirst waits for a connection's first outcome on first: its error
+// (a credential the platform refused) is Start's error; a platform that has
+// not answered within wait, or a ctx that ends, leaves the connection trying
+// in the background, and late reports the former.
+func AwaitFirst(ctx context.Context, first <-chan error, wait time.Duration) (late bool, err error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case err := <-first:
+		return false, err
+	case <-t.C:
+		return true, nil
+	case <-ctx.Done():
+		return false, nil
+	}
+}
+
 // Sleep waits d or until ctx ends; it reports whether d passed.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {

@@ -177,3 +177,21 @@ func TestSessionKeyIncludesTheThread(t *testing.T) {
 		t.Errorf("key %q", k)
 	}
 }
+
+// TestAwaitFirst: the first outcome's error is returned at once; silence
+// past the wait is late; a cancelled start is neither.
+func TestAwaitFirst(t *testing.T) {
+	refused := make(chan error, 1)
+	refused <- errors.New("invalid_auth")
+	if late, err := AwaitFirst(context.Background(), refused, time.Minute); late || err == nil {
+		t.Errorf("a refusal: late %v, err %v", late, err)
+	}
+	if late, err := AwaitFirst(context.Background(), make(chan error), 10*time.Millisecond); !late || err != nil {
+		t.Errorf("silence: late %v, err %v", late, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if late, err := AwaitFirst(ctx, make(chan error), time.Minute); late || err != nil {
+		t.Errorf("cancelled: late %v, err %v", late, err)
+	}
+}

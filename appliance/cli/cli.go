@@ -191,36 +191,11 @@ func names() []string {
 
 // suggest returns ` (did you mean "x"?)` for a near miss.
 func suggest(name string) string {
-	best, dist := "", 3
-	for _, n := range names() {
-		if d := editDistance(name, n); d < dist {
-			best, dist = n, d
-		}
-	}
+	best := config.Closest(name, names())
 	if best == "" {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // oneLine joins a multi-error into one line: failures are one clear line

@@ -184,7 +184,7 @@ func checkKeys(raw any, t reflect.Type, path string) error {
 					known = append(known, name)
 				}
 				msg := fmt.Sprintf("unknown key %q", join(path, k))
-				if s := closest(k, known); s != "" {
+				if s := Closest(k, known); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", join(path, s))
 				} else {
 					sort.Strings(known)
@@ -243,8 +243,9 @@ func jsonName(f reflect.StructField) string {
 	return name
 }
 
-// closest returns the candidate within edit distance 2 of s, if any.
-func closest(s string, candidates []string) string {
+// Closest returns the candidate within edit distance 2 of s, if any: the
+// "did you mean" of config keys, environment variables and CLI commands.
+func Closest(s string, candidates []string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
 		if d := editDistance(s, c); d < bestD {
@@ -294,7 +295,7 @@ func unknownEnv(cfg *Config, environ []string) []string {
 			continue
 		}
 		msg := fmt.Sprintf("environment variable %s names no config key; it is ignored", name)
-		if c := closest(name, known); c != "" {
+		if c := Closest(name, known); c != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", c)
 		}
 		out = append(out, msg)

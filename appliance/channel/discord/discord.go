@@ -229,18 +229,14 @@ func (c *Channel) Start(ctx context.Context) error {
 		}
 		cancel()
 	}()
-	t := time.NewTimer(c.opts.StartWait)
-	defer t.Stop()
-	select {
-	case err := <-first:
-		if err != nil {
-			cancel()
-			<-c.done
-			return err
-		}
-	case <-t.C:
+	late, err := channel.AwaitFirst(ctx, first, c.opts.StartWait)
+	if err != nil {
+		cancel()
+		<-c.done
+		return err
+	}
+	if late {
 		c.log.Warn("Discord has not answered yet; still trying in the background")
-	case <-ctx.Done():
 	}
 	return nil
 }

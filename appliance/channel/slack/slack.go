@@ -154,18 +154,14 @@ func (c *Channel) Start(ctx context.Context) error {
 		defer close(c.done)
 		c.run(runCtx, first)
 	}()
-	t := time.NewTimer(c.opts.StartWait)
-	defer t.Stop()
-	select {
-	case err := <-first:
-		if err != nil {
-			cancel()
-			<-c.done
-			return err
-		}
-	case <-t.C:
+	late, err := channel.AwaitFirst(ctx, first, c.opts.StartWait)
+	if err != nil {
+		cancel()
+		<-c.done
+		return err
+	}
+	if late {
 		c.log.Warn("Slack has not answered yet; still trying in the background")
-	case <-ctx.Done():
 	}
 	return nil
 }
