@@ -114,6 +114,9 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		log.Warn("the database was damaged and set aside; a fresh one holds what could be read",
 			"damaged_copy", r.DamagedPath, "when", r.At, "reason", r.Reason, "salvaged", r.Salvaged.String())
 	}
+	if n := db.Replayed(); n > 0 {
+		log.Info("the last run stopped before the database took its latest messages; they were applied from the journal", "appends", n)
+	}
 	if c := db.Compaction(); c != nil {
 		log.Info("database compacted", "before_bytes", c.Before, "after_bytes", c.After, "took", c.Duration, "error", c.Error)
 	}

@@ -29,6 +29,9 @@ type load struct {
 type cacheEntry struct {
 	key  string
 	msgs []chat.Message
+	// pins counts appends in the journal that bbolt has not taken: until
+	// then this entry is the only up-to-date copy, so it is not evicted.
+	pins int
 }
 
 func newHistoryCache(max int) *historyCache {
@@ -93,12 +96,59 @@ func (c *historyCache) putLocked(key string, msgs []chat.Message) {
 		c.ll.MoveToFront(e)
 		return
 	}
-	c.items[key] = c.ll.PushFront(&cacheEntry{key, msgs})
-	for c.ll.Len() > c.max {
-		last := c.ll.Back()
-		c.ll.Remove(last)
-		delete(c.items, last.Value.(*cacheEntry).key)
+	c.items[key] = c.ll.PushFront(&cacheEntry{key: key, msgs: msgs})
+	// Evict from the back, passing over pinned entries; with many pinned
+	// the cache holds more than max until the journal is applied.
+	for e := c.ll.Back(); e != nil && c.ll.Len() > c.max; {
+		prev := e.Prev()
+		if ent := e.Value.(*cacheEntry); ent.pins == 0 {
+			c.ll.Remove(e)
+			delete(c.items, ent.key)
+		}
+		e = prev
 	}
+}
+
+// pin keeps key's entry in the cache until unpin, and reports whether
+// there is one to keep.
+func (c *historyCache) pin(key string) bool {
+	if c.max <= 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[key]
+	if ok {
+		e.Value.(*cacheEntry).pins++
+	}
+	return ok
+}
+
+func (c *historyCache) unpin(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[key]; ok {
+		if ent := e.Value.(*cacheEntry); ent.pins > 0 {
+			ent.pins--
+		}
+	}
+}
+
+// appendedPinned mirrors a journaled append on a pinned entry, trimming
+// the way appendTx will once bbolt takes it.
+func (c *historyCache) appendedPinned(key string, msgs []chat.Message, limit int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mirror(key, msgs, func(all []chat.Message) int {
+		if len(all) <= limit {
+			return 0
+		}
+		n := len(all) - limit + trimSlackFor(limit)
+		for n < len(all) && all[n].Role != "user" {
+			n++
+		}
+		return n
+	})
 }
 
 // appended mirrors a committed Append: new messages at the end, trimmed
@@ -110,22 +160,27 @@ func (c *historyCache) appended(key string, msgs []chat.Message, trimmed int) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.mirror(key, msgs, func([]chat.Message) int { return trimmed })
+}
+
+// mirror appends msgs to key's entry and drops the first trim(all) of the
+// result; the caller holds mu.
+func (c *historyCache) mirror(key string, msgs []chat.Message, trim func(all []chat.Message) int) {
+	// A read from disk that began before this write would cache the
+	// history without it.
+	if l := c.loads[key]; l != nil {
+		l.stale = true
+	}
 	e, ok := c.items[key]
 	if !ok {
-		if l := c.loads[key]; l != nil {
-			l.stale = true
-		}
-		return
+		return // not cached, or dropped by a reset meanwhile
 	}
 	ent := e.Value.(*cacheEntry)
 	// Appending in place is safe: readers hold slices clipped to their
 	// length, so they never see the slots written here, and trimming only
 	// moves the start forward.
 	all := append(ent.msgs, msgs...)
-	if trimmed > len(all) {
-		trimmed = len(all)
-	}
-	ent.msgs = all[trimmed:]
+	ent.msgs = all[min(trim(all), len(all)):]
 	c.ll.MoveToFront(e)
 }
 

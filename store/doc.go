@@ -20,9 +20,17 @@
 // alone so it cannot fail its neighbours (the same contract as bbolt's
 // DB.Batch, without Batch's fixed delay).
 //
+// A session append, the write of every turn, goes through a journal first
+// (journal.go): one synced write to a small preallocated file beside the
+// database instead of bbolt's two, and bbolt takes the appends a moment
+// later, many per commit. Every bbolt commit applies the journal's pending
+// records first, and Open replays what a crash left only in the journal,
+// so nothing acknowledged is lost or applied twice.
+//
 // History reads are served from a small cache of recently used sessions,
 // updated after each commit; the store is the only writer of the file, so the
-// cache cannot go stale.
+// cache cannot go stale. A session with appends still only in the journal
+// stays in the cache until bbolt has them.
 //
 // # Damage
 //
@@ -35,8 +43,9 @@
 // could be read from the damaged one (salvage.go), and Recovered reports it.
 // CheckFile and Salvage serve `perch db check` and `perch db salvage`.
 // Every file the store keeps beside the database has a name starting with
-// the database's: .open (the unclean-shutdown marker), .compact (a
-// compaction in progress), .damaged-… (damaged copies, three at most).
+// the database's: .open (the unclean-shutdown marker), .journal (appends
+// ahead of bbolt, 2 MiB), .compact (a compaction in progress), .damaged-…
+// (damaged copies, three at most).
 //
 // # Growth
 //

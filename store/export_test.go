@@ -3,3 +3,35 @@ package store
 // NoSyncForTest skips fsync on commits, for tests that build files whose
 // durability is not what they test (the commit path is otherwise the same).
 func NoSyncForTest(db *DB) { db.bolt.NoSync = true }
+
+// HoldJournalForTest stops the background apply, so journal records stay
+// out of bbolt until a read settles them, a write commits or Close.
+func HoldJournalForTest(db *DB) {
+	if db.applierStop != nil {
+		close(db.applierStop)
+		<-db.applierDone
+		db.applierStop = nil
+	}
+}
+
+// CrashForTest drops db the way a power cut would once the journal's
+// writes are on disk: nothing more reaches bbolt, the files are closed and
+// the unclean-shutdown marker stays.
+func CrashForTest(db *DB) {
+	HoldJournalForTest(db)
+	db.mu.Lock()
+	db.closed = true
+	for db.busy {
+		db.idle.Wait()
+	}
+	db.mu.Unlock()
+	db.journal.close()
+	db.bolt.Close()
+}
+
+// JournalPendingForTest is how many journal records bbolt has not taken.
+func JournalPendingForTest(db *DB) int { return len(db.journal.unapplied()) }
+
+// BreakJournalForTest closes the journal's file under it, so its next
+// write fails the way a failing card would.
+func BreakJournalForTest(db *DB) { db.journal.f.Close() }

@@ -127,6 +127,15 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 		db.recovered = note
 	}
 	db.sessions.Store(int64(sessions))
+	if opts.CacheSessions > 0 {
+		// Without a cache there is nowhere to keep a history that bbolt
+		// has not taken yet, so every append goes to bbolt directly.
+		if err := db.openJournal(rec != nil); err != nil {
+			b.Close()
+			os.Remove(markerPath(path))
+			return nil, err
+		}
+	}
 	if opts.SessionTTL > 0 {
 		db.sweep = startSweeper(db, opts.SessionTTL)
 	}

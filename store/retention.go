@@ -43,7 +43,7 @@ const maxSweep = 4096
 // info record cannot be dated and is kept.
 func (db *DB) DeleteIdleSessions(cutoff time.Time) (int, error) {
 	var idle [][]byte
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.sessionsView(func(tx *bolt.Tx) error {
 		sb := tx.Bucket([]byte(BucketSessions))
 		c := sb.Cursor()
 		for k, v := c.First(); k != nil && len(idle) < maxSweep; k, v = c.Next() {

@@ -77,6 +77,13 @@ type DB struct {
 	damage       atomic.Pointer[damageNote]
 	sweep        *sweeper
 	sensors      *sensorBuffer
+
+	// journal makes appends durable ahead of bbolt (journal.go); nil
+	// without a history cache.
+	journal     *journal
+	replayed    int
+	applierStop chan struct{}
+	applierDone chan struct{}
 }
 
 type op struct {
@@ -105,6 +112,16 @@ func (db *DB) Size() int64 {
 func (db *DB) Close() error {
 	db.sweep.stop()
 	flushErr := db.FlushSensors()
+	if db.applierStop != nil {
+		close(db.applierStop)
+		<-db.applierDone
+		db.applierStop = nil
+	}
+	// A record the journal still holds is applied at the next open
+	// otherwise.
+	if err := db.settle(); err != nil && flushErr == nil && !errors.Is(err, ErrClosed) {
+		flushErr = err
+	}
 	db.mu.Lock()
 	if db.closed {
 		db.mu.Unlock()
@@ -117,6 +134,10 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	if err := db.bolt.Close(); err != nil {
 		return err
+	}
+	if db.journal != nil {
+		db.journal.retire()
+		db.journal.close()
 	}
 	if db.damage.Load() == nil {
 		// A store that met damage while running keeps the marker: the
@@ -230,7 +251,16 @@ type opError struct {
 func (e *opError) Error() string { return e.err.Error() }
 
 func (db *DB) commit(batch []*op) {
+	var recs []*appendRec
+	if db.journal != nil {
+		recs = db.journal.unapplied()
+	}
+	var applied journalApply
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		var err error
+		if applied, err = db.applyJournal(tx, recs); err != nil {
+			return err
+		}
 		for _, o := range batch {
 			if err := o.fn(tx); err != nil {
 				return &opError{o, err}
@@ -238,6 +268,9 @@ func (db *DB) commit(batch []*op) {
 		}
 		return nil
 	})
+	if err == nil {
+		db.journalTaken(recs, applied)
+	}
 	var oe *opError
 	if errors.As(err, &oe) && len(batch) > 1 {
 		// One write failed and rolled back the whole transaction: run each

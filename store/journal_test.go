@@ -1,0 +1,384 @@
+package store_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/perchhq/perch/appliance/chat"
+	"github.com/perchhq/perch/store"
+	"github.com/perchhq/perch/store/storetest"
+)
+
+func openAt(t *testing.T, path string, opts store.Options) *store.DB {
+	t.Helper()
+	db, err := store.Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// TestJournalReadsSeeAppendsAtOnce: an append acknowledged through the
+// journal is in every read at once, though bbolt has not taken it.
+func TestJournalReadsSeeAppendsAtOnce(t *testing.T) {
+	db := openAt(t, filepath.Join(t.TempDir(), "perch.db"), store.Options{})
+	defer db.Close()
+	store.HoldJournalForTest(db)
+	if _, err := db.History("web:a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Append("web:a", []chat.Message{user("hi"), assistant("hello")}, chat.Usage{TotalTokens: 7}, 200, "web", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.JournalPendingForTest(db); n != 1 {
+		t.Fatalf("%d records wait for bbolt, want 1 (the append did not go through the journal)", n)
+	}
+	if h, _ := db.History("web:a"); contents(h) != "u:hi a:hello" {
+		t.Fatalf("history = %q", contents(h))
+	}
+	info, err := db.Session("web:a")
+	if err != nil || info.Count != 2 || info.Channel != "web" || info.ChatID != "a" || info.Usage.TotalTokens != 7 {
+		t.Fatalf("session = %+v, %v", info, err)
+	}
+	if u, _ := db.TotalUsage(); u.TotalTokens != 7 {
+		t.Fatalf("total usage = %+v", u)
+	}
+	if all, _ := db.Sessions(); len(all) != 1 || all[0].Count != 2 {
+		t.Fatalf("sessions = %+v", all)
+	}
+	if db.SessionCount() != 1 {
+		t.Fatalf("session count = %d", db.SessionCount())
+	}
+	if n := store.JournalPendingForTest(db); n != 0 {
+		t.Fatalf("%d records still wait after the reads settled them", n)
+	}
+}
+
+// TestJournalReplaysAfterCrash: appends only in the journal at a power
+// cut are in bbolt after the next open, once, with their own times and
+// usage, and the trim of long histories matches what the cache showed.
+func TestJournalReplaysAfterCrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db := openAt(t, path, store.Options{})
+	store.HoldJournalForTest(db)
+	want := map[string]string{}
+	for s := range 3 {
+		key := fmt.Sprintf("s%d", s)
+		db.History(key)
+		for i := range 90 {
+			// A tool exchange now and then, so trimming has non-user
+			// messages to step over.
+			msgs := []chat.Message{user(fmt.Sprint(i)), {Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c", Name: "x"}}}, {Role: "tool", ToolCallID: "c", Content: "r"}, assistant("ok")}
+			if err := db.Append(key, msgs[:2+2*(i%2)], chat.Usage{TotalTokens: 1}, 120); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h, _ := db.History(key)
+		want[key] = contents(h)
+	}
+	before := store.JournalPendingForTest(db)
+	store.CrashForTest(db)
+
+	db = openAt(t, path, store.Options{})
+	if db.Replayed() != before || before != 270 {
+		t.Fatalf("replayed %d records, %d were pending (want 270)", db.Replayed(), before)
+	}
+	for key, w := range want {
+		h, err := db.History(key)
+		if err != nil || contents(h) != w {
+			t.Fatalf("%s after replay:\n got %s\nwant %s (%v)", key, contents(h), w, err)
+		}
+		if h[0].Role != "user" || len(h) > 120 {
+			t.Fatalf("%s: trimmed history has %d messages starting with %s", key, len(h), h[0].Role)
+		}
+		info, _ := db.Session(key)
+		if info.Count != len(h) || info.Usage.TotalTokens != 90 {
+			t.Fatalf("%s info = %+v (history %d)", key, info, len(h))
+		}
+	}
+	if u, _ := db.TotalUsage(); u.TotalTokens != 270 {
+		t.Fatalf("total usage = %+v", u)
+	}
+	db.Close()
+	// Applied once: a second open replays nothing.
+	db = openAt(t, path, store.Options{})
+	defer db.Close()
+	if db.Replayed() != 0 {
+		t.Fatalf("second open replayed %d records", db.Replayed())
+	}
+	if u, _ := db.TotalUsage(); u.TotalTokens != 270 {
+		t.Fatalf("total usage after a second open = %+v", u)
+	}
+}
+
+// TestJournalHalvesTakeTurns writes several times the journal's size with
+// the background apply held: each switch of halves makes bbolt take the
+// half about to be reused, and nothing is lost across a crash.
+func TestJournalHalvesTakeTurns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db := openAt(t, path, store.Options{})
+	store.HoldJournalForTest(db)
+	db.History("big")
+	body := strings.Repeat("x", 8<<10)
+	const n = 600 // ~5 MiB through a 2 MiB journal
+	for i := range n {
+		if err := db.Append("big", []chat.Message{user(fmt.Sprintf("%d %s", i, body))}, chat.Usage{}, 100000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := store.JournalPendingForTest(db); p == 0 || p >= n {
+		t.Fatalf("%d of %d records pending: the halves never switched", p, n)
+	}
+	store.CrashForTest(db)
+	if st, err := os.Stat(path + ".journal"); err != nil || st.Size() > 3<<20 {
+		t.Fatalf("journal grew: %v %v", st.Size(), err)
+	}
+	db = openAt(t, path, store.Options{})
+	defer db.Close()
+	h, _ := db.History("big")
+	if len(h) != n {
+		t.Fatalf("history has %d messages after the crash, want %d", len(h), n)
+	}
+	for i, m := range h {
+		if !strings.HasPrefix(m.Content, fmt.Sprintf("%d ", i)) {
+			t.Fatalf("message %d is %.10q", i, m.Content)
+		}
+	}
+}
+
+// TestJournalKeepsPinnedSessionsCached: with a cache smaller than the
+// sessions being written, a session whose appends bbolt has not taken is
+// not evicted (it is the only current copy).
+func TestJournalKeepsPinnedSessionsCached(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db := openAt(t, path, store.Options{CacheSessions: 2})
+	store.HoldJournalForTest(db)
+	for s := range 6 {
+		key := fmt.Sprintf("k%d", s)
+		db.History(key)
+		if err := db.Append(key, []chat.Message{user(key)}, chat.Usage{}, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for s := range 6 {
+		key := fmt.Sprintf("k%d", s)
+		if h, _ := db.History(key); contents(h) != "u:"+key {
+			t.Fatalf("%s = %q", key, contents(h))
+		}
+	}
+	store.CrashForTest(db)
+	db = openAt(t, path, store.Options{CacheSessions: 2})
+	defer db.Close()
+	for s := range 6 {
+		key := fmt.Sprintf("k%d", s)
+		if h, _ := db.History(key); contents(h) != "u:"+key {
+			t.Fatalf("after replay %s = %q", key, contents(h))
+		}
+	}
+}
+
+// TestJournalTornTail: a record torn by a power cut mid-write is dropped
+// (it was never acknowledged), the ones before it are applied, and writing
+// goes on over it.
+func TestJournalTornTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db := openAt(t, path, store.Options{})
+	store.HoldJournalForTest(db)
+	db.History("t")
+	for i := range 3 {
+		db.Append("t", []chat.Message{user(fmt.Sprint(i))}, chat.Usage{}, 100)
+	}
+	store.CrashForTest(db)
+	// Tear the third record: the journal's first half starts at 4096 and
+	// holds three records of equal length.
+	f, err := os.OpenFile(path+".journal", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	f.ReadAt(buf, 4096)
+	end := len(strings.TrimRight(string(buf), "\x00"))
+	f.WriteAt([]byte{0xff, 0xff}, int64(4096+end-3))
+	f.Close()
+
+	db = openAt(t, path, store.Options{})
+	store.HoldJournalForTest(db)
+	if db.Replayed() != 2 {
+		t.Fatalf("replayed %d records, want the 2 before the torn one", db.Replayed())
+	}
+	if h, _ := db.History("t"); contents(h) != "u:0 u:1" {
+		t.Fatalf("history = %q", contents(h))
+	}
+	db.Append("t", []chat.Message{user("3")}, chat.Usage{}, 100)
+	store.CrashForTest(db)
+	db = openAt(t, path, store.Options{})
+	defer db.Close()
+	if h, _ := db.History("t"); contents(h) != "u:0 u:1 u:3" {
+		t.Fatalf("history after a second crash = %q", contents(h))
+	}
+}
+
+// TestJournalNotOursSetAside: a file in the journal's place that is not a
+// journal is kept under another name and a fresh journal made.
+func TestJournalNotOursSetAside(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "perch.db")
+	os.WriteFile(path+".journal", []byte("something else entirely"), 0o600)
+	db := openAt(t, path, store.Options{})
+	defer db.Close()
+	aside, _ := filepath.Glob(path + ".journal.damaged-*")
+	if len(aside) != 1 {
+		t.Fatalf("set aside: %v", aside)
+	}
+	if b, _ := os.ReadFile(aside[0]); string(b) != "something else entirely" {
+		t.Fatalf("kept %q", b)
+	}
+	db.History("a")
+	if err := db.Append("a", []chat.Message{user("x")}, chat.Usage{}, 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestJournalConcurrent: writers, readers, listings and resets at once (run
+// with -race); afterwards bbolt, reopened, holds what the cache showed.
+func TestJournalConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db := openAt(t, path, store.Options{CacheSessions: 4})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("c%d", w)
+			for i := range 150 {
+				if _, err := db.History(key); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := db.Append(key, []chat.Message{user(fmt.Sprint(i)), assistant("r")}, chat.Usage{TotalTokens: 1}, 100); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%50 == 0 {
+					db.Sessions()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	want := map[string]string{}
+	for w := range 8 {
+		key := fmt.Sprintf("c%d", w)
+		h, _ := db.History(key)
+		want[key] = contents(h)
+	}
+	db.Close()
+	storetest.CheckFile(t, path)
+	db = openAt(t, path, store.Options{})
+	defer db.Close()
+	for key, w := range want {
+		if h, _ := db.History(key); contents(h) != w {
+			t.Fatalf("%s:\n got %s\nwant %s", key, contents(h), w)
+		}
+	}
+	if u, _ := db.TotalUsage(); u.TotalTokens != 8*150 {
+		t.Fatalf("total usage %+v", u)
+	}
+}
+
+// TestJournalSetAsideWithDamagedDatabase: the journal's sequence numbers
+// belong to the file they were applied to, so when a damaged database is
+// set aside its journal goes aside with it instead of being replayed into
+// the fresh one on top of the salvage.
+func TestJournalSetAsideWithDamagedDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	populate(t, path, 20)
+	db := openAt(t, path, store.Options{})
+	store.HoldJournalForTest(db)
+	db.History("telegram:1000")
+	db.Append("telegram:1000", []chat.Message{user("late")}, chat.Usage{}, 200)
+	store.CrashForTest(db)
+	truncate(t, path, 0.5)
+
+	db = openAt(t, path, store.Options{})
+	defer db.Close()
+	if db.Recovered() == nil {
+		t.Fatal("the truncated file was not recovered")
+	}
+	if db.Replayed() != 0 {
+		t.Fatalf("replayed %d records of the damaged file's journal into the fresh one", db.Replayed())
+	}
+	aside, _ := filepath.Glob(path + ".journal.damaged-*")
+	if len(aside) != 1 {
+		t.Fatalf("journal set aside: %v", aside)
+	}
+	for _, c := range store.DamagedCopies(path) {
+		if strings.Contains(c, "journal") {
+			t.Fatalf("the journal is listed as a damaged database copy: %s", c)
+		}
+	}
+	db.History("x")
+	if err := db.Append("x", []chat.Message{user("fresh")}, chat.Usage{}, 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestJournalWriteFailure: when the journal's write fails, that append
+// reports it, and later appends go to bbolt directly and last.
+func TestJournalWriteFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db := openAt(t, path, store.Options{})
+	store.HoldJournalForTest(db) // the journal is whole once the apply loop has started
+	db.History("f")
+	if err := db.Append("f", []chat.Message{user("a")}, chat.Usage{}, 100); err != nil {
+		t.Fatal(err)
+	}
+	store.BreakJournalForTest(db)
+	err := db.Append("f", []chat.Message{user("b")}, chat.Usage{}, 100)
+	if err == nil || !strings.Contains(err.Error(), "journal write") {
+		t.Fatalf("append over a broken journal: %v", err)
+	}
+	if err := db.Append("f", []chat.Message{user("c")}, chat.Usage{}, 100); err != nil {
+		t.Fatalf("append after the journal broke: %v", err)
+	}
+	if h, _ := db.History("f"); contents(h) != "u:a u:c" {
+		t.Fatalf("history = %q", contents(h))
+	}
+	db.Close()
+	db = openAt(t, path, store.Options{})
+	defer db.Close()
+	if h, _ := db.History("f"); contents(h) != "u:a u:c" {
+		t.Fatalf("history after reopen = %q", contents(h))
+	}
+}
+
+// TestJournalCleanCloseLeavesNothingToRead: after a clean close both
+// halves start empty, so the next open reads a few bytes, not 2 MiB.
+func TestJournalCleanCloseLeavesNothingToRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db := openAt(t, path, store.Options{})
+	store.HoldJournalForTest(db)
+	db.History("c")
+	db.Append("c", []chat.Message{user("x")}, chat.Usage{}, 100)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path + ".journal")
+	if len(b) != 4096+2<<20 {
+		t.Fatalf("journal is %d bytes", len(b))
+	}
+	for _, off := range []int{4096, 4096 + 1<<20} {
+		if string(b[off:off+8]) != "\x00\x00\x00\x00\x00\x00\x00\x00" {
+			t.Fatalf("the half at %d still starts with a record after a clean close", off)
+		}
+	}
+	db = openAt(t, path, store.Options{})
+	defer db.Close()
+	if h, _ := db.History("c"); contents(h) != "u:x" || db.Replayed() != 0 {
+		t.Fatalf("history %q, replayed %d", contents(h), db.Replayed())
+	}
+}
