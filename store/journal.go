@@ -60,7 +60,9 @@ const (
 	recordHead       = 8 // length, crc
 )
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
+// crcTable is made on first use, off the start-up path of a board whose
+// journal is empty.
+var crcTable = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 var keyJournal = []byte("journal")
 
@@ -108,7 +110,7 @@ func (r *appendRec) encode(b []byte) []byte {
 	}
 	body := b[start+recordHead:]
 	binary.BigEndian.PutUint32(b[start:], uint32(len(body)))
-	binary.BigEndian.PutUint32(b[start+4:], crc32.Checksum(body, crcTable))
+	binary.BigEndian.PutUint32(b[start+4:], crc32.Checksum(body, crcTable()))
 	return b
 }
 
@@ -130,7 +132,7 @@ var (
 // and its length, or errRecord where no whole, intact record starts.
 func decodeRecord(b []byte) (*appendRec, int, error) {
 	if len(b) < recordHead+8 {
-		return nil, 0, errRecord
+		return nil, 0, errShort
 	}
 	n := int(binary.BigEndian.Uint32(b))
 	if n < 8 || n > journalHalf {
@@ -140,7 +142,7 @@ func decodeRecord(b []byte) (*appendRec, int, error) {
 		return nil, 0, errShort
 	}
 	body := b[recordHead : recordHead+n]
-	if crc32.Checksum(body, crcTable) != binary.BigEndian.Uint32(b[4:]) {
+	if crc32.Checksum(body, crcTable()) != binary.BigEndian.Uint32(b[4:]) {
 		return nil, 0, errRecord
 	}
 	r := &appendRec{seq: binary.BigEndian.Uint64(body)}
@@ -356,7 +358,7 @@ func (j *journal) scan() ([]*appendRec, error) {
 // scanHalf reads half h's run of records from its start, reading more of
 // the half only while the run goes on.
 func (j *journal) scanHalf(h int) ([]*appendRec, int64, error) {
-	for size := int64(64 << 10); ; size *= 4 {
+	for size := int64(4 << 10); ; size *= 8 {
 		size = min(size, journalHalf)
 		buf := make([]byte, size)
 		if _, err := j.f.ReadAt(buf, halfStart(h)); err != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -47,9 +48,12 @@ func TestJournalRecordRoundTrip(t *testing.T) {
 			t.Fatalf("a record with byte %d changed decoded", i)
 		}
 	}
-	// A cut inside the body asks for more; zeros are no record at all.
-	if _, _, err := decodeRecord(enc[:len(enc)-1]); !errors.Is(err, errShort) {
-		t.Fatalf("cut body: %v", err)
+	// A cut anywhere, even inside the length, asks for more; zeros are no
+	// record at all.
+	for _, cut := range []int{1, 7, recordHead + 3, len(enc) - 1} {
+		if _, _, err := decodeRecord(enc[:cut]); !errors.Is(err, errShort) {
+			t.Fatalf("cut to %d bytes: %v", cut, err)
+		}
 	}
 	if _, _, err := decodeRecord(make([]byte, 64)); !errors.Is(err, errRecord) {
 		t.Fatalf("zeros: %v", err)
@@ -70,4 +74,51 @@ func FuzzJournalRecord(f *testing.F) {
 			t.Fatalf("decoded %+v re-encodes differently", r)
 		}
 	})
+}
+
+// TestJournalScanAcrossReads: a record cut by the end of the scan's
+// first read (it reads a half in growing pieces) is read whole, wherever
+// the cut falls: inside the length, the checksum, the sequence number or
+// the body.
+func TestJournalScanAcrossReads(t *testing.T) {
+	path := t.TempDir() + "/j"
+	j, _, err := openJournal(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.prepare(); err != nil {
+		t.Fatal(err)
+	}
+	j.close()
+	for cut := 1; cut <= 40; cut++ {
+		// A first record that ends cut bytes before the first read does.
+		var buf []byte
+		for size := 0; len(buf) != 4096-cut; size++ {
+			if size > 4096 {
+				t.Fatalf("no record size ends at %d", 4096-cut)
+			}
+			buf = (&appendRec{seq: 1, key: "k", limit: 100, data: [][]byte{bytes.Repeat([]byte("x"), size)}}).encode(nil)
+		}
+		for seq := uint64(2); seq <= 5; seq++ {
+			buf = (&appendRec{seq: seq, key: "k", limit: 100, data: [][]byte{[]byte("{}")}}).encode(buf)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt(make([]byte, 8192), halfStart(0))
+		f.WriteAt(buf, halfStart(0))
+		f.Close()
+		j, recs, err := openJournal(path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.close()
+		if len(recs) != 5 {
+			t.Fatalf("cut %d bytes into the second record: found %d of 5 records", cut, len(recs))
+		}
+		if j.off != halfStart(0)+int64(len(buf)) {
+			t.Fatalf("cut %d: writing would go on at %d, not after the last record at %d", cut, j.off, halfStart(0)+int64(len(buf)))
+		}
+	}
 }
