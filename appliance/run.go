@@ -40,8 +40,18 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 	if err := sys.Start(ctx); err != nil {
 		return err
 	}
-	// Start-up is done: give its pages back (see trimWorkingSet).
-	go trimWorkingSet()
+	// Start-up is done: give its pages back (see trimWorkingSet), a
+	// moment later, so the trim does not compete with the first requests
+	// for the CPU (a board is usually asked at once whether it is ready).
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(startTrimDelay):
+			if sys.Agent.Stats().Running == 0 {
+				trimWorkingSet()
+			}
+		}
+	}()
 	url := "http://" + pidfile.DialAddr(sys.HTTP.Addr())
 	log.Info("perch gateway ready", "version", version.Get().Version, "url", url, "took", time.Since(start).Round(time.Microsecond))
 	if banner != nil {

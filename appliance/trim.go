@@ -58,6 +58,9 @@ func trimWorkingSet() int {
 	return total
 }
 
+// startTrimDelay is how long after start-up the first trim waits.
+const startTrimDelay = time.Second
+
 // idleTrimEvery is how often the idle trimmer looks: after a full period
 // without a turn (and none running) it trims once, until the next turn.
 const idleTrimEvery = 15 * time.Second

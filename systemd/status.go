@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
@@ -164,12 +165,14 @@ func dbusErrorName(err error) string {
 	return ""
 }
 
-// unitNameRe is systemd's alphabet for unit names (unit_name_is_valid), with
+// unitNameRe() is systemd's alphabet for unit names (unit_name_is_valid), with
 // a known type suffix. Templates (foo@.service) are not units one can query.
-var unitNameRe = regexp.MustCompile(`^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.(service|socket|target|timer|mount|automount|swap|path|slice|scope|device)$`)
+var unitNameRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]+)?\.(service|socket|target|timer|mount|automount|swap|path|slice|scope|device)$`)
+})
 
 func checkUnitName(unit string) error {
-	if len(unit) > 255 || !unitNameRe.MatchString(unit) {
+	if len(unit) > 255 || !unitNameRe().MatchString(unit) {
 		return fmt.Errorf("systemd: %w %q: give a full unit name such as %s", ErrBadUnitName, unit, UnitName)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/coreos/go-systemd/v22/unit"
+
 	"github.com/perchhq/perch/systemd/systemdtest"
 )
 

@@ -68,9 +68,12 @@ func Register(s *gateway.Server, d Deps) *Page {
 	if d.CodeWhere == "" {
 		d.CodeWhere = "in the gateway's log"
 	}
-	p := site()
-	s.Handle(http.MethodGet, "/", gateway.Open, p.serveIndex)
-	s.HandleParams(http.MethodGet, "/static/:name", gateway.Open, p.serveAsset)
+	// The files are hashed on the first request, not here: start-up is
+	// on the path to readiness, the first page load is not.
+	s.Handle(http.MethodGet, "/", gateway.Open, func(w http.ResponseWriter, r *http.Request) { site().serveIndex(w, r) })
+	s.HandleParams(http.MethodGet, "/static/:name", gateway.Open, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		site().serveAsset(w, r, ps)
+	})
 	page := &Page{}
 	if d.Setup != nil {
 		h := newSetupHandler(s, d)

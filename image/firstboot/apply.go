@@ -17,8 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/perchhq/perch/appliance/config"
 	"golang.org/x/sys/unix"
+
+	"github.com/perchhq/perch/appliance/config"
 )
 
 // Where things live on the board, relative to Options.Root.

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // The cloud-init seed files Raspberry Pi Imager writes on the boot
@@ -50,7 +51,7 @@ type WiFi struct {
 }
 
 // Imager 1.8 sets the Wi-Fi country with this runcmd line.
-var regdomainRE = regexp.MustCompile(`REGDOMAIN=([A-Za-z]{2})\b`)
+var regdomainRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`REGDOMAIN=([A-Za-z]{2})\b`) })
 
 // ParseUserData reads a #cloud-config user-data file.
 func ParseUserData(data []byte) (*CloudInit, error) {
@@ -122,7 +123,7 @@ func (ci *CloudInit) addUserData(data []byte) error {
 			// Scripts are not run. Imager 1.8 carries the Wi-Fi country in
 			// one of them; take it from there.
 			walkScalars(v, func(s string) {
-				if m := regdomainRE.FindStringSubmatch(s); m != nil && ci.Country == "" {
+				if m := regdomainRE().FindStringSubmatch(s); m != nil && ci.Country == "" {
 					ci.Country = strings.ToUpper(m[1])
 				}
 			})

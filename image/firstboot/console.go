@@ -5,6 +5,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Banner is what the board prints on its console (screen and serial) once
@@ -21,11 +22,11 @@ type Banner struct {
 	Problem   string   // why the boot partition's settings were not applied
 }
 
-var setupCodeRE = regexp.MustCompile(`setup_code=(\d{4}-\d{4})`)
+var setupCodeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`setup_code=(\d{4}-\d{4})`) })
 
 // SetupCode returns the last setup code in the gateway's log text.
 func SetupCode(log string) string {
-	m := setupCodeRE.FindAllStringSubmatch(log, -1)
+	m := setupCodeRE().FindAllStringSubmatch(log, -1)
 	if len(m) == 0 {
 		return ""
 	}

@@ -3,6 +3,7 @@ package discord
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -112,9 +113,9 @@ func stripMention(text string, bot readyUser, inMetadata bool) (string, bool) {
 const sep = `[ \t]*[,:]?[ \t]*`
 
 var (
-	reUnderBold = regexp.MustCompile(`(^|[^\w_])__([^_\n]+?)__([^\w_]|$)`)
-	reDeepHead  = regexp.MustCompile(`^ {0,3}#{4,6}\s+(.*?)\s*#*\s*$`)
-	reFence     = regexp.MustCompile("^ {0,3}(```|~~~)")
+	reUnderBold = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w_])__([^_\n]+?)__([^\w_]|$)`) })
+	reDeepHead  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ {0,3}#{4,6}\s+(.*?)\s*#*\s*$`) })
+	reFence     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^ {0,3}(```|~~~)") })
 )
 
 // discordMarkdown renders Markdown for Discord, which shows most of it as
@@ -128,7 +129,7 @@ func discordMarkdown(md string) string {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		if m := reFence.FindStringSubmatch(line); m != nil && (fence == "" || m[1] == fence) {
+		if m := reFence().FindStringSubmatch(line); m != nil && (fence == "" || m[1] == fence) {
 			if fence == "" {
 				fence = m[1]
 			} else {
@@ -141,12 +142,12 @@ func discordMarkdown(md string) string {
 			b.WriteString(line)
 			continue
 		}
-		if m := reDeepHead.FindStringSubmatch(line); m != nil {
+		if m := reDeepHead().FindStringSubmatch(line); m != nil {
 			line = "**" + m[1] + "**"
 		}
 		b.WriteString(outsideCode(line, func(s string) string {
-			s = reUnderBold.ReplaceAllString(s, "$1**$2**$3")
-			return reUnderBold.ReplaceAllString(s, "$1**$2**$3")
+			s = reUnderBold().ReplaceAllString(s, "$1**$2**$3")
+			return reUnderBold().ReplaceAllString(s, "$1**$2**$3")
 		}))
 	}
 	return b.String()

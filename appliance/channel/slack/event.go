@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/perchhq/perch/appliance/channel"
@@ -201,13 +202,13 @@ func stripMention(text string, bot botIdentity, inBlocks bool) (string, bool) {
 // colon.
 const sep = `[ \t]*[,:]?[ \t]*`
 
-var reSlackMarkup = regexp.MustCompile(`<([^<>]+)>`)
+var reSlackMarkup = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<([^<>]+)>`) })
 
 // plainIncoming turns Slack's markup in a received message into what the
 // person typed: <url|label> links, <@U…> mentions, <#C…|name> channels,
 // <!here>, and the &amp; &lt; &gt; escapes.
 func plainIncoming(s string) string {
-	s = reSlackMarkup.ReplaceAllStringFunc(s, func(m string) string {
+	s = reSlackMarkup().ReplaceAllStringFunc(s, func(m string) string {
 		inner := m[1 : len(m)-1]
 		target, label, hasLabel := strings.Cut(inner, "|")
 		switch {

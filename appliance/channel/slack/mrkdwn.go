@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Slack does not render Markdown in a message's text: it has its own
@@ -11,20 +12,22 @@ import (
 // it reads &, < and > as markup, so those must be escaped everywhere. A
 // model writes Markdown; mrkdwn translates it.
 
+// The expressions compile on first use: every start would otherwise pay
+// for them, on boards that never talk to Slack.
 var (
-	reImage     = regexp.MustCompile(`!\[([^\]\n]*)\]\(([^)\s]+)\)`)
-	reLink      = regexp.MustCompile(`\[([^\]\n]+)\]\(([^)\s]+)\)`)
-	reAutolink  = regexp.MustCompile(`&lt;((?:https?|mailto):[^\s&]+)&gt;`)
-	reBoldStar  = regexp.MustCompile(`\*\*([^*\n]+?)\*\*`)
-	reBoldUnder = regexp.MustCompile(`(^|[^\w])__([^_\n]+?)__([^\w]|$)`)
-	reItalic    = regexp.MustCompile(`(^|[^\w*])\*([^*\s](?:[^*\n]*[^*\s])?)\*([^\w*]|$)`)
-	reUnderIt   = regexp.MustCompile(`(^|[^\w_])_([^_\s](?:[^_\n]*[^_\s])?)_([^\w_]|$)`)
-	reStrike    = regexp.MustCompile(`~~([^~\n]+?)~~`)
-	reHeading   = regexp.MustCompile(`^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
-	reBullet    = regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`)
-	reRule      = regexp.MustCompile(`^ {0,3}([-*_])(\s*[-*_]){2,}\s*$`)
-	reQuote     = regexp.MustCompile(`^ {0,3}>\s?(.*)$`)
-	reFence     = regexp.MustCompile("^ {0,3}(```|~~~)")
+	reImage     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`!\[([^\]\n]*)\]\(([^)\s]+)\)`) })
+	reLink      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[([^\]\n]+)\]\(([^)\s]+)\)`) })
+	reAutolink  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`&lt;((?:https?|mailto):[^\s&]+)&gt;`) })
+	reBoldStar  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*([^*\n]+?)\*\*`) })
+	reBoldUnder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w])__([^_\n]+?)__([^\w]|$)`) })
+	reItalic    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w*])\*([^*\s](?:[^*\n]*[^*\s])?)\*([^\w*]|$)`) })
+	reUnderIt   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w_])_([^_\s](?:[^_\n]*[^_\s])?)_([^\w_]|$)`) })
+	reStrike    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`~~([^~\n]+?)~~`) })
+	reHeading   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$`) })
+	reBullet    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`) })
+	reRule      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ {0,3}([-*_])(\s*[-*_]){2,}\s*$`) })
+	reQuote     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ {0,3}>\s?(.*)$`) })
+	reFence     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^ {0,3}(```|~~~)") })
 )
 
 // escape makes text literal in Slack.
@@ -59,7 +62,7 @@ func renderLines(md string, inline func(string) string, heading func(level int, 
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		if m := reFence.FindStringSubmatch(line); m != nil && (fence == "" || m[1] == fence) {
+		if m := reFence().FindStringSubmatch(line); m != nil && (fence == "" || m[1] == fence) {
 			if fence == "" {
 				// Slack shows a language tag as the block's first line.
 				fence = m[1]
@@ -74,17 +77,17 @@ func renderLines(md string, inline func(string) string, heading func(level int, 
 			continue
 		}
 		switch {
-		case reRule.MatchString(line):
+		case reRule().MatchString(line):
 			b.WriteString("──────────")
-		case reHeading.MatchString(line):
-			m := reHeading.FindStringSubmatch(line)
+		case reHeading().MatchString(line):
+			m := reHeading().FindStringSubmatch(line)
 			level := strings.Count(strings.TrimSpace(line), "#")
 			b.WriteString(heading(level, inline(m[1])))
-		case reBullet.MatchString(line):
-			m := reBullet.FindStringSubmatch(line)
+		case reBullet().MatchString(line):
+			m := reBullet().FindStringSubmatch(line)
 			b.WriteString(m[1] + "• " + inline(m[2]))
-		case reQuote.MatchString(line):
-			m := reQuote.FindStringSubmatch(line)
+		case reQuote().MatchString(line):
+			m := reQuote().FindStringSubmatch(line)
 			b.WriteString("> " + inline(m[1]))
 		default:
 			b.WriteString(inline(line))
@@ -102,13 +105,13 @@ func (p *protector) hide(s string) string {
 	return "\x00" + strconv.Itoa(len(p.spans)-1) + "\x00"
 }
 
-var rePlaceholder = regexp.MustCompile("\x00([0-9]+)\x00")
+var rePlaceholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("\x00([0-9]+)\x00") })
 
 func (p *protector) restore(s string) string {
 	if len(p.spans) == 0 {
 		return s
 	}
-	return rePlaceholder.ReplaceAllStringFunc(s, func(m string) string {
+	return rePlaceholder().ReplaceAllStringFunc(s, func(m string) string {
 		n, _ := strconv.Atoi(m[1 : len(m)-1])
 		return p.spans[n]
 	})
@@ -144,21 +147,21 @@ func codeSpans(p *protector, line string, keep bool) string {
 func inlineMrkdwn(line string) string {
 	p := &protector{}
 	s := codeSpans(p, line, true)
-	s = reImage.ReplaceAllStringFunc(s, func(m string) string {
-		sm := reImage.FindStringSubmatch(m)
+	s = reImage().ReplaceAllStringFunc(s, func(m string) string {
+		sm := reImage().FindStringSubmatch(m)
 		return p.hide(link(sm[2], sm[1]))
 	})
-	s = reLink.ReplaceAllStringFunc(s, func(m string) string {
-		sm := reLink.FindStringSubmatch(m)
+	s = reLink().ReplaceAllStringFunc(s, func(m string) string {
+		sm := reLink().FindStringSubmatch(m)
 		return p.hide(link(sm[2], sm[1]))
 	})
-	s = reAutolink.ReplaceAllStringFunc(s, func(m string) string {
-		return p.hide("<" + reAutolink.FindStringSubmatch(m)[1] + ">")
+	s = reAutolink().ReplaceAllStringFunc(s, func(m string) string {
+		return p.hide("<" + reAutolink().FindStringSubmatch(m)[1] + ">")
 	})
-	s = reBoldStar.ReplaceAllString(s, "\x01$1\x01")
-	s = replaceAdjacent(reBoldUnder, s, "$1\x01$2\x01$3")
-	s = replaceAdjacent(reItalic, s, "${1}_${2}_$3")
-	s = reStrike.ReplaceAllString(s, "~$1~")
+	s = reBoldStar().ReplaceAllString(s, "\x01$1\x01")
+	s = replaceAdjacent(reBoldUnder(), s, "$1\x01$2\x01$3")
+	s = replaceAdjacent(reItalic(), s, "${1}_${2}_$3")
+	s = reStrike().ReplaceAllString(s, "~$1~")
 	s = strings.ReplaceAll(s, "\x01", "*")
 	return p.restore(s)
 }
@@ -175,20 +178,20 @@ func link(url, label string) string {
 func inlinePlain(line string) string {
 	p := &protector{}
 	s := codeSpans(p, line, false)
-	s = reImage.ReplaceAllString(s, "$1 ($2)")
-	s = reLink.ReplaceAllStringFunc(s, func(m string) string {
-		sm := reLink.FindStringSubmatch(m)
+	s = reImage().ReplaceAllString(s, "$1 ($2)")
+	s = reLink().ReplaceAllStringFunc(s, func(m string) string {
+		sm := reLink().FindStringSubmatch(m)
 		if sm[1] == sm[2] {
 			return sm[2]
 		}
 		return sm[1] + " (" + sm[2] + ")"
 	})
-	s = reAutolink.ReplaceAllString(s, "$1")
-	s = reBoldStar.ReplaceAllString(s, "$1")
-	s = replaceAdjacent(reBoldUnder, s, "$1$2$3")
-	s = replaceAdjacent(reItalic, s, "$1$2$3")
-	s = replaceAdjacent(reUnderIt, s, "$1$2$3")
-	s = reStrike.ReplaceAllString(s, "$1")
+	s = reAutolink().ReplaceAllString(s, "$1")
+	s = reBoldStar().ReplaceAllString(s, "$1")
+	s = replaceAdjacent(reBoldUnder(), s, "$1$2$3")
+	s = replaceAdjacent(reItalic(), s, "$1$2$3")
+	s = replaceAdjacent(reUnderIt(), s, "$1$2$3")
+	s = reStrike().ReplaceAllString(s, "$1")
 	return p.restore(s)
 }
 

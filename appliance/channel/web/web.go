@@ -35,7 +35,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -55,11 +54,23 @@ const DefaultChat = "home"
 // SessionKey is the session of a page's chat.
 func SessionKey(chat string) string { return Name + ":" + chat }
 
-var chatRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-
 // ValidChat reports whether chat is a page chat id: 1-64 letters, digits,
 // '_', '.' or '-'.
-func ValidChat(chat string) bool { return chatRE.MatchString(chat) }
+//
+// A loop, not a regexp: `{1,64}` compiles to 64 copies of the class, a
+// millisecond and 60 KB at every start for a check this simple.
+func ValidChat(chat string) bool {
+	if chat == "" || len(chat) > 64 {
+		return false
+	}
+	for _, c := range []byte(chat) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
 
 // History is the store's session history; *store.DB implements it.
 type History interface {

@@ -428,3 +428,14 @@ func TestStopEndsStreams(t *testing.T) {
 		t.Fatal("the stream stayed open after Stop")
 	}
 }
+
+func TestValidChat(t *testing.T) {
+	for chat, want := range map[string]bool{
+		"home": true, "a": true, "Kitchen_2.v-1": true, strings.Repeat("x", 64): true,
+		"": false, strings.Repeat("x", 65): false, "a b": false, "a/b": false, "ä": false, "a\n": false, "a:b": false,
+	} {
+		if got := ValidChat(chat); got != want {
+			t.Errorf("ValidChat(%q) = %v, want %v", chat, got, want)
+		}
+	}
+}
