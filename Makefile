@@ -128,7 +128,7 @@ image-test:
 	image/image-test.sh
 
 bench: build
-	$(GO) build -trimpath -ldflags "-s -w" -o bin/perch-floor ./bench/floor
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/perch-floor ./bench/floor
 	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./appliance/...
 	$(GO) run ./bench/load -bin bin/perch -floor bin/perch-floor
 

@@ -42,11 +42,11 @@ func TestLoadRunsAgainstTheRealBinary(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	var out bytes.Buffer
-	if err := run(&out, bin, "", 20, 64, 0, 0); err != nil {
+	if err := run(&out, bin, "", 20, 64, 0, 0, 2); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"binary (stripped)", "exec to /ready 200", "idle RSS (after start)", "idle RSS warm", "/chat c=1", "/chat c=16",
-		"peak RSS", "first turn after trim", "durable floor", "c=1 p50", "<= 0.8x durable", "c=16 req/s",
+		"peak RSS", "first turn after trim", "durable floor", "median of 2 restarts", "anonymous", "start (exec to ready, median)", "c=1 p50", "<= 0.8x durable", "c=16 req/s",
 		"idle RSS, every chat channel and MQTT", "idle RSS, all channels"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
