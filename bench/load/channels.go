@@ -25,6 +25,7 @@ const mosquitto = "/usr/sbin/mosquitto"
 // MQTT link up: what a board running all of them holds between turns.
 type channelFigures struct {
 	warmKB, trimmedKB int
+	warmAnonKB        int
 	mqtt              bool
 }
 
@@ -80,6 +81,8 @@ func measureChannels(client *http.Client, bin, providerBase string, settle, idle
 	}
 	defer s.stop()
 
+	// The same order as the gateway alone: idle after start, then turns.
+	time.Sleep(settle)
 	// Warm: a turn through /chat and one through each platform that
 	// delivers messages to the board.
 	if _, _, err := load(client, s, 1, 1); err != nil {
@@ -93,6 +96,7 @@ func measureChannels(client *http.Client, bin, providerBase string, settle, idle
 	}
 	time.Sleep(settle)
 	f.warmKB = s.rssKB("VmRSS")
+	f.warmAnonKB = s.rssKB("RssAnon")
 	time.Sleep(idleWait)
 	f.trimmedKB = s.rssKB("VmRSS")
 	return f, nil

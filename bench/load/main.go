@@ -259,7 +259,7 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	if !chf.mqtt {
 		every = "every chat channel (no MQTT: " + mosquitto + " is not installed)"
 	}
-	fmt.Fprintf(w, "idle RSS, %s: %s warm, %s trimmed\n", every, mb(chf.warmKB), mb(chf.trimmedKB))
+	fmt.Fprintf(w, "idle RSS, %s: %s warm (%s anonymous), %s trimmed\n", every, mb(chf.warmKB), mb(chf.warmAnonKB), mb(chf.trimmedKB))
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "same run, same fake\tperch\tfloor\tdurable floor\tratio\tgoal\t\n")
