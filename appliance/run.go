@@ -43,11 +43,14 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 	// Start-up is done: give its pages back (see trimWorkingSet), a
 	// moment later, so the trim does not compete with the first requests
 	// for the CPU (a board is usually asked at once whether it is ready).
+	// Once a turn has run, the pages are in use again: the idle trimmer
+	// decides then.
+	turns := sys.Agent.Activity()
 	go func() {
 		select {
 		case <-ctx.Done():
 		case <-time.After(startTrimDelay):
-			if sys.Agent.Stats().Running == 0 {
+			if sys.Agent.Activity() == turns && sys.Agent.Stats().Running == 0 {
 				trimWorkingSet()
 			}
 		}

@@ -70,7 +70,8 @@ const idleTrimEvery = 15 * time.Second
 func (s *System) trimWhenIdle(ctx context.Context) {
 	t := time.NewTicker(idleTrimEvery)
 	defer t.Stop()
-	last, trimmed := s.Agent.Activity(), true // Gateway trims at start
+	// Start-up trims once unless a turn came first.
+	last, trimmed := s.Agent.Activity(), true
 	for {
 		select {
 		case <-ctx.Done():
