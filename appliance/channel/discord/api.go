@@ -343,9 +343,9 @@ type rateLimits struct {
 // maxRoutes bounds the remembered routes; past it, expired ones go.
 const maxRoutes = 256
 
-// wait blocks until route may be called, within max: a longer wait is
+// wait blocks until route may be called, within limit: a longer wait is
 // returned as a *rateLimitError at once, without waiting.
-func (l *rateLimits) wait(ctx context.Context, route string, max time.Duration) error {
+func (l *rateLimits) wait(ctx context.Context, route string, limit time.Duration) error {
 	l.mu.Lock()
 	until, global := l.routes[route], false
 	if l.global.After(until) {
@@ -356,7 +356,7 @@ func (l *rateLimits) wait(ctx context.Context, route string, max time.Duration) 
 	if d <= 0 {
 		return nil
 	}
-	if d > max {
+	if d > limit {
 		return &rateLimitError{Route: route, RetryAfter: d, Global: global}
 	}
 	if !channel.Sleep(ctx, d) {
