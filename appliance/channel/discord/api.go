@@ -170,7 +170,7 @@ func uploadBody(payload any, name, ctype string, data []byte) (*body, error) {
 		ctype = "application/octet-stream"
 	}
 	h = textproto.MIMEHeader{}
-	h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="files[0]"; filename="%s"`, quoteEscaper.Replace(name)))
+	h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="files[0]"; filename="%s"`, escapeQuotes(name)))
 	h.Set("Content-Type", ctype)
 	if _, err := w.CreatePart(h); err != nil {
 		return nil, err
@@ -185,8 +185,11 @@ func uploadBody(payload any, name, ctype string, data []byte) (*body, error) {
 	}}, nil
 }
 
-// quoteEscaper escapes a filename as mime/multipart does.
-var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
+// escapeQuotes escapes a filename as mime/multipart does (a Replacer
+// would be built at init, on every start).
+func escapeQuotes(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`)
+}
 
 // call makes method path with b (nil: no body) and decodes a 2xx answer
 // into out (nil: the answer is drained). It waits out what the rate
