@@ -33,7 +33,6 @@ var allowedModules = []string{
 	"github.com/lmittmann/tint",                     // log formatting
 	"github.com/gorilla/websocket",                  // Slack Socket Mode, Discord gateway, MQTT over ws:// and wss://
 	"github.com/eclipse/paho.golang",                // MQTT 5 link to a broker: response topics, correlation data, manual acks (+640 KiB with gorilla/websocket)
-	"github.com/bwmarrin/discordgo",                 // Discord channel (+640 KiB)
 	"cloud.google.com/go/compute/metadata",          // oauth2/google's ADC on Google Cloud
 }
 

@@ -1,12 +1,11 @@
 // Package discord is the Discord channel: the gateway WebSocket (identify
 // with the message content intent, heartbeats, resume after a drop, a
 // connection whose heartbeats go unacknowledged replaced) for messages
-// in, discordgo's REST client for replies, which quote the message they
-// answer.
+// in, a small REST client of its own (api.go) for replies, which quote
+// the message they answer.
 package discord
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,11 +18,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bwmarrin/discordgo"
-
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/version"
 )
 
 // Name is the platform's key under channels in the config.
@@ -62,7 +60,7 @@ type Channel struct {
 	in     *channel.Intake
 	state  *channel.State
 	log    *slog.Logger
-	rest   *discordgo.Session
+	rest   *restClient
 	files  *http.Client
 	token  string
 	opts   options
@@ -92,19 +90,7 @@ func newChannel(d channel.Deps, o options) (*Channel, error) {
 		return nil, err
 	}
 	token := strings.TrimPrefix(strings.TrimSpace(s.Token.Value()), "Bot ")
-	rest, err := discordgo.New("Bot " + token)
-	if err != nil {
-		return nil, fmt.Errorf("discord: %w", err)
-	}
-	// discordgo builds every URL from package variables fixed at init
-	// (https://discord.com/api/v9/…). Rewriting them here, per session, in
-	// the transport leaves those variables alone: several channels and
-	// tests never race on them.
-	rest.Client = &http.Client{Timeout: 30 * time.Second, Transport: &rewrite{base: base, next: http.DefaultTransport}}
-	rest.ShouldRetryOnRateLimit = false // the channel's sender waits, cancellably
-	rest.MaxRestRetries = 0
-	rest.StateEnabled = false
-	rest.LogLevel = -1 // errors come back to the channel, which logs them
+	rest := newREST(&http.Client{Timeout: 30 * time.Second}, base.String(), token, version.Get().Version)
 	c := &Channel{
 		rest: rest, token: token, opts: o, files: &http.Client{Timeout: 5 * time.Minute},
 		events: make(chan json.RawMessage, 256),
@@ -128,27 +114,6 @@ func apiBase(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("discord: channels.discord.api_base %q is not an http(s) URL; leave it empty for %s", raw, DefaultAPIBase)
 	}
 	return u, nil
-}
-
-// rewrite sends discordgo's requests for https://discord.com/api/v9/… to
-// the configured base.
-type rewrite struct {
-	base *url.URL
-	next http.RoundTripper
-}
-
-func (r *rewrite) RoundTrip(req *http.Request) (*http.Response, error) {
-	rest, ok := strings.CutPrefix(req.URL.String(), discordgo.EndpointAPI)
-	if !ok {
-		return r.next.RoundTrip(req)
-	}
-	u, err := url.Parse(r.base.String() + "/" + rest)
-	if err != nil {
-		return nil, err
-	}
-	out := req.Clone(req.Context())
-	out.URL, out.Host = u, ""
-	return r.next.RoundTrip(out)
 }
 
 // Name is the channel's name.
@@ -264,18 +229,17 @@ func (c *Channel) Stop(context.Context) error {
 // gatewayURL asks GET /gateway/bot where to connect; it also proves the
 // token before the gateway does.
 func (c *Channel) gatewayURL(ctx context.Context) (string, error) {
-	res, err := c.rest.GatewayBot(discordgo.WithContext(ctx))
+	u, err := c.rest.gatewayBot(ctx)
 	if err != nil {
-		var re *discordgo.RESTError
-		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
+		if tokenRejected(err) {
 			return "", &gatewayError{Fatal: true, Auth: true, Err: errors.New("discord: Discord refused the bot token (401 on GET /gateway/bot)")}
 		}
 		return "", fmt.Errorf("discord: cannot reach Discord: %w", err)
 	}
-	if res.URL == "" {
+	if u == "" {
 		return "", errors.New("discord: GET /gateway/bot named no gateway")
 	}
-	return res.URL, nil
+	return u, nil
 }
 
 // work turns the gateway's messages into channel messages, in order.
@@ -285,7 +249,7 @@ func (c *Channel) work(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case data := <-c.events:
-			var m discordgo.Message
+			var m message
 			if err := json.Unmarshal(data, &m); err != nil {
 				c.log.Debug("MESSAGE_CREATE not understood", "err", err)
 				continue
@@ -308,11 +272,11 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 	if strings.TrimSpace(out.Text) != "" {
 		parts := channel.Prepare(out.Text, c.format)
 		err := c.sender.SendParts(ctx, out.ChatID, parts, c.format, func(ctx context.Context, text string, formatted bool) error {
-			data := &discordgo.MessageSend{Content: text, AllowedMentions: noPings()}
+			data := messageSend{Content: text, AllowedMentions: noPings()}
 			if !replied && out.ReplyTo != "" {
 				data.Reference = reference(out)
 			}
-			_, err := c.rest.ChannelMessageSendComplex(out.ChatID, data, discordgo.WithContext(ctx))
+			err := c.rest.createMessage(ctx, out.ChatID, data, nil)
 			if err == nil {
 				replied = true
 			}
@@ -330,11 +294,11 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 			continue
 		}
 		err = c.sender.Do(ctx, "upload", func(ctx context.Context) error {
-			data := &discordgo.MessageSend{AllowedMentions: noPings(), Files: []*discordgo.File{{Name: f.Name, ContentType: f.MIME, Reader: bytes.NewReader(f.Data)}}}
+			data := messageSend{AllowedMentions: noPings()}
 			if !replied && out.ReplyTo != "" {
 				data.Reference = reference(out)
 			}
-			_, err := c.rest.ChannelMessageSendComplex(out.ChatID, data, discordgo.WithContext(ctx))
+			err := c.rest.createMessage(ctx, out.ChatID, data, &upload{Name: f.Name, MIME: f.MIME, Data: f.Data})
 			if err == nil {
 				replied = true
 			}
@@ -351,53 +315,48 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 
 // noPings keeps the model's text from pinging @everyone, roles or users;
 // the person answered is still notified by the reply.
-func noPings() *discordgo.MessageAllowedMentions {
-	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}, RepliedUser: true}
+func noPings() *allowedMentions {
+	return &allowedMentions{Parse: []string{}, RepliedUser: true}
 }
 
-func reference(out bus.Outbound) *discordgo.MessageReference {
+func reference(out bus.Outbound) *messageReference {
 	no := false
 	// fail_if_not_exists false: a question deleted meanwhile still gets
 	// its answer, just not as a reply.
-	return &discordgo.MessageReference{MessageID: out.ReplyTo, ChannelID: out.ChatID, FailIfNotExists: &no}
+	return &messageReference{MessageID: out.ReplyTo, ChannelID: out.ChatID, FailIfNotExists: &no}
 }
 
-// classify turns a REST error into what the sender should do.
+// classify turns a REST error into what the sender should do: a rate
+// limit is waited out, a 5xx or no answer retried, an Invalid Form Body
+// about the length split smaller, one about anything else (the markup)
+// sent again as plain text, and every other refusal given up.
 func classify(err error) error {
 	if err == nil {
 		return nil
 	}
-	var rl *discordgo.RateLimitError
-	if errors.As(err, &rl) && rl.RateLimit != nil && rl.TooManyRequests != nil {
-		return channel.RetryAfter(rl.RetryAfter, fmt.Errorf("discord: rate limited: %w", err))
+	var rl *rateLimitError
+	if errors.As(err, &rl) {
+		return channel.RetryAfter(rl.RetryAfter, err)
 	}
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Response != nil {
-		e := fmt.Errorf("discord: %w", err)
-		code := 0
-		if re.Message != nil {
-			code = re.Message.Code
-		}
-		switch st := re.Response.StatusCode; {
-		case st == http.StatusTooManyRequests:
-			return channel.RetryAfter(time.Second, e)
-		case st >= 500:
-			return channel.Fail(channel.Transient, e)
-		case code == 50035 && bytes.Contains(re.ResponseBody, []byte("BASE_TYPE_MAX_LENGTH")):
-			return channel.Fail(channel.TooLong, e)
-		case code == 50035:
-			// Invalid Form Body about the content: the markup.
-			return channel.Fail(channel.BadFormat, e)
+	var ae *apiError
+	if errors.As(err, &ae) {
+		switch {
+		case ae.Status >= 500:
+			return channel.Fail(channel.Transient, err)
+		case ae.Code == 50035 && ae.hasDetail("BASE_TYPE_MAX_LENGTH"):
+			return channel.Fail(channel.TooLong, err)
+		case ae.Code == 50035:
+			return channel.Fail(channel.BadFormat, err)
 		default:
-			return channel.Fail(channel.Permanent, e)
+			return channel.Fail(channel.Permanent, err)
 		}
 	}
-	return channel.Fail(channel.Transient, fmt.Errorf("discord: %w", err))
+	return channel.Fail(channel.Transient, err)
 }
 
 // typing shows "perch is typing…" (it lasts 10 s or until the bot posts).
 func (c *Channel) typing(ctx context.Context, in bus.Inbound) error {
-	return c.rest.ChannelTyping(in.ChatID, discordgo.WithContext(ctx))
+	return c.rest.triggerTyping(ctx, in.ChatID)
 }
 
 // fetch downloads an attachment from Discord's CDN (no token: the URL is

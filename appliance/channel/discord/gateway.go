@@ -25,8 +25,7 @@ import (
 // a reconnect loop nothing can cancel, reads frames of any size and keeps a
 // state cache. Here every goroutine belongs to a connection that ends with
 // the channel's context, frames are capped, and a connection whose
-// heartbeats go unacknowledged is replaced and resumed. discordgo still does
-// the REST calls and provides the types.
+// heartbeats go unacknowledged is replaced and resumed.
 
 // Gateway opcodes.
 const (

@@ -5,19 +5,65 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/bwmarrin/discordgo"
-
 	"github.com/perchhq/perch/appliance/channel"
 )
 
+// user is the part of a Discord user the channel reads.
+type user struct {
+	ID         string `json:"id"`
+	Username   string `json:"username"`
+	GlobalName string `json:"global_name"`
+	Bot        bool   `json:"bot"`
+}
+
+// message is the part of a MESSAGE_CREATE the channel reads.
+type message struct {
+	ID        string  `json:"id"`
+	ChannelID string  `json:"channel_id"`
+	GuildID   string  `json:"guild_id"`
+	Author    *user   `json:"author"`
+	Content   string  `json:"content"`
+	Mentions  []*user `json:"mentions"`
+	Member    *struct {
+		Nick string `json:"nick"`
+	} `json:"member"`
+	Type              int           `json:"type"`
+	Flags             int           `json:"flags"`
+	Attachments       []*attachment `json:"attachments"`
+	ReferencedMessage *struct {
+		Author *user `json:"author"`
+	} `json:"referenced_message"`
+	StickerItems []*struct {
+		Name string `json:"name"`
+	} `json:"sticker_items"`
+}
+
+// attachment is a file on a message; URL is signed and needs no token.
+type attachment struct {
+	Filename    string `json:"filename"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
+	URL         string `json:"url"`
+}
+
+// Message types a person's message has; the others are joins, pins,
+// boosts and the like.
+const (
+	messageTypeDefault = 0
+	messageTypeReply   = 19
+)
+
+// flagVoiceMessage is IS_VOICE_MESSAGE.
+const flagVoiceMessage = 1 << 13
+
 // message turns a MESSAGE_CREATE into a channel.Message; ok is false for
 // what is not a person's message (the bot's own, other bots', joins, pins).
-func (c *Channel) message(m *discordgo.Message) (channel.Message, bool) {
+func (c *Channel) message(m *message) (channel.Message, bool) {
 	bot := c.identity()
 	switch {
 	case m.Author == nil || m.Author.Bot || m.Author.ID == bot.ID:
 		return channel.Message{}, false
-	case m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply:
+	case m.Type != messageTypeDefault && m.Type != messageTypeReply:
 		return channel.Message{}, false
 	}
 	// A thread is a channel of its own on Discord: its id is the chat, and
@@ -49,7 +95,7 @@ func (c *Channel) message(m *discordgo.Message) (channel.Message, bool) {
 		if a == nil {
 			continue
 		}
-		ref := channel.MediaRef{Kind: attachmentKind(m, a), Name: a.Filename, MIME: a.ContentType, Size: int64(a.Size)}
+		ref := channel.MediaRef{Kind: attachmentKind(m, a), Name: a.Filename, MIME: a.ContentType, Size: a.Size}
 		if ref.Kind != channel.MediaFile && a.URL != "" {
 			ref.Fetch = c.fetch(a.URL)
 		}
@@ -63,9 +109,9 @@ func (c *Channel) message(m *discordgo.Message) (channel.Message, bool) {
 	return out, true
 }
 
-func attachmentKind(m *discordgo.Message, a *discordgo.MessageAttachment) channel.MediaKind {
+func attachmentKind(m *message, a *attachment) channel.MediaKind {
 	switch ct := a.ContentType; {
-	case m.Flags&discordgo.MessageFlagsIsVoiceMessage != 0:
+	case m.Flags&flagVoiceMessage != 0:
 		return channel.MediaVoice
 	case strings.HasPrefix(ct, "image/"):
 		return channel.MediaImage

@@ -91,7 +91,9 @@ type Sent struct {
 	Files []string
 	// FileData are their contents, in order.
 	FileData [][]byte
-	At       time.Time
+	// FileTypes are their parts' Content-Type headers, in order.
+	FileTypes []string
+	At        time.Time
 	// Raw is the request body (JSON, or the payload_json of a multipart).
 	Raw []byte
 }
@@ -396,6 +398,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 				f.Close()
 				sent.Files = append(sent.Files, fh.Filename)
 				sent.FileData = append(sent.FileData, data)
+				sent.FileTypes = append(sent.FileTypes, fh.Header.Get("Content-Type"))
 			}
 		}
 	} else {
