@@ -92,13 +92,7 @@ qemu-test:
 # Short fuzz runs of every Fuzz target (10s each); FUZZTIME=1m for longer.
 FUZZTIME ?= 10s
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
-	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
-	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
-	    echo "fuzz $$pkg $$f"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-	  done; \
-	done
+	@GO="$(GO)" FUZZTIME="$(FUZZTIME)" .ci/fuzz
 
 # Flashable images (image/IMAGE.md): dist/perch-<version>-rpi-arm64.img.xz
 # (Raspberry Pi 3, 4, 400, Zero 2 W) and dist/perch-<version>-amd64.img.xz
