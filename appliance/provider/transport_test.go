@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/provider/providertest"
 )
 
@@ -52,5 +53,42 @@ func TestChatRequestIsOneWrite(t *testing.T) {
 	}
 	if got := len(fake.Requests()[2].Body.Messages); got != 2 {
 		t.Fatalf("the fake read %d messages, want 2", got)
+	}
+}
+
+// TestPooledBuffersDoNotLeak: request and response buffers are reused
+// between calls; what a call returned (its content, tool calls, its error
+// text) must not change when later calls reuse them.
+func TestPooledBuffersDoNotLeak(t *testing.T) {
+	fake := providertest.New()
+	defer fake.Close()
+	cl := newTestClient(t, fake, func(c *config.Config) { c.Providers.OpenRouter.MaxRetries = 0 })
+	fake.Enqueue(providertest.Reply{Content: "first answer", ToolCalls: []providertest.ToolCall{{ID: "c1", Name: "read_file", Args: `{"path":"a.txt"}`}}},
+		providertest.Reply{Status: 502, ErrorBody: "<html>first bad gateway</html>"})
+	first, err := cl.Chat(context.Background(), Request{System: "s", Messages: userMsg("one")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, firstErr := cl.Chat(context.Background(), Request{Messages: userMsg("two")})
+	if firstErr == nil {
+		t.Fatal("the 502 was not an error")
+	}
+	errText := firstErr.Error()
+	for i := range 20 {
+		fake.Enqueue(providertest.Reply{Content: strings.Repeat("later answer overwriting the buffer ", 50+i),
+			ToolCalls: []providertest.ToolCall{{ID: "zz", Name: "write_file", Args: `{"path":"zzzzzzzz"}`}}},
+			providertest.Reply{Status: 502, ErrorBody: strings.Repeat("<html>later error</html>", 20)})
+		cl.Chat(context.Background(), Request{System: strings.Repeat("x", 5000), Messages: userMsg("later")})
+		cl.Chat(context.Background(), Request{Messages: userMsg("later")})
+	}
+	if first.Content != "first answer" || len(first.ToolCalls) != 1 || first.ToolCalls[0].ID != "c1" ||
+		first.ToolCalls[0].Name != "read_file" || first.ToolCalls[0].Arguments != `{"path":"a.txt"}` {
+		t.Fatalf("the first reply changed: %+v", first)
+	}
+	if firstErr.Error() != errText || !strings.Contains(errText, "first bad gateway") {
+		t.Fatalf("the first error changed: %q, was %q", firstErr, errText)
+	}
+	if got := providertest.LastUser(fake.Requests()[0].Body); got != "one" {
+		t.Fatalf("the fake read %q", got)
 	}
 }

@@ -35,11 +35,18 @@ type chatBody struct {
 	models              []string
 }
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// Buffers for request bodies and responses: a turn sends tens of KiB and
+// reads its answer whole. Buffers over maxPooled are dropped, so one huge
+// call does not pin its memory.
+var (
+	bodyPool = sync.Pool{New: func() any { return new([]byte) }}
+	bufPool  = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+)
 
-// encodeChat writes the request body into buf.
-func encodeChat(buf *bytes.Buffer, b chatBody, r Request) error {
-	out := buf.AvailableBuffer()
+const maxPooled = 1 << 20
+
+// encodeChat appends the request body to out.
+func encodeChat(out []byte, b chatBody, r Request) []byte {
 	out = append(out, `{"model":`...)
 	out = appendString(out, b.model)
 	out = append(out, `,"messages":[`...)
@@ -86,14 +93,25 @@ func encodeChat(buf *bytes.Buffer, b chatBody, r Request) error {
 		}
 		out = append(out, ']')
 	}
-	out = append(out, '}')
-	buf.Write(out)
-	return nil
+	return append(out, '}')
 }
 
 func appendMessage(out []byte, m *chat.Message) []byte {
-	out = append(out, `{"role":`...)
-	out = appendString(out, m.Role)
+	// The four roles are written as constants; half the strings of a
+	// history are roles.
+	switch m.Role {
+	case chat.RoleUser:
+		out = append(out, `{"role":"user"`...)
+	case chat.RoleAssistant:
+		out = append(out, `{"role":"assistant"`...)
+	case chat.RoleTool:
+		out = append(out, `{"role":"tool"`...)
+	case chat.RoleSystem:
+		out = append(out, `{"role":"system"`...)
+	default:
+		out = append(out, `{"role":`...)
+		out = appendString(out, m.Role)
+	}
 	switch {
 	case m.Content != "":
 		out = append(out, `,"content":`...)
@@ -221,24 +239,35 @@ const maxResponse = 16 << 20
 // postChat sends body to {api_base}/chat/completions and decodes the answer
 // into go-openai's response type, or its error into go-openai's error types.
 func (c *Client) postChat(ctx context.Context, body []byte) (*openai.ChatCompletionResponse, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/chat/completions", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.chatURL, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
+	// One map and one array for the three headers, instead of a slice
+	// per Set.
+	vals := [3]string{"application/json", "application/json", c.auth}
+	req.Header = http.Header{"Content-Type": vals[0:1:1], "Accept": vals[1:2:2]}
+	if c.auth != "" {
+		req.Header["Authorization"] = vals[2:3:3]
 	}
 	resp, err := c.tr.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
-	if err != nil {
+	// The body is read into a pooled buffer: the decoders below copy what
+	// they keep.
+	rb := bufPool.Get().(*bytes.Buffer)
+	rb.Reset()
+	defer func() {
+		if rb.Cap() <= maxPooled {
+			bufPool.Put(rb)
+		}
+	}()
+	if _, err := rb.ReadFrom(io.LimitReader(resp.Body, maxResponse+1)); err != nil {
 		return nil, err
 	}
+	data := rb.Bytes()
 	if len(data) > maxResponse {
 		return nil, &Error{Kind: KindUpstream, Provider: c.name, Status: resp.StatusCode, Message: "the response is larger than 16 MiB"}
 	}
@@ -249,7 +278,7 @@ func (c *Client) postChat(ctx context.Context, body []byte) (*openai.ChatComplet
 			er.Error.HTTPStatus = resp.Status
 			return nil, er.Error
 		}
-		return nil, &openai.RequestError{HTTPStatus: resp.Status, HTTPStatusCode: resp.StatusCode, Body: data,
+		return nil, &openai.RequestError{HTTPStatus: resp.Status, HTTPStatusCode: resp.StatusCode, Body: bytes.Clone(data),
 			Err: errors.New(http.StatusText(resp.StatusCode))}
 	}
 	var out openai.ChatCompletionResponse

@@ -87,15 +87,12 @@ func TestEncodeChatMatchesGoOpenAI(t *testing.T) {
 	schema := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)
 	tools := []openai.Tool{{Type: "function", Function: &openai.FunctionDefinition{Name: "read_file", Description: "d", Parameters: schema}}}
 	toolsJSON, _ := json.Marshal([]chat.ToolDef{{Name: "read_file", Description: "d", Parameters: schema}})
-	var buf bytes.Buffer
 	temp := 0.0
 	req := Request{System: "be brief <ok>", History: history, Messages: turn}
-	if err := encodeChat(&buf, chatBody{model: "m", maxTokens: 10, temperature: &temp, toolsJSON: toolsJSON}, req); err != nil {
-		t.Fatal(err)
-	}
+	body := encodeChat(nil, chatBody{model: "m", maxTokens: 10, temperature: &temp, toolsJSON: toolsJSON}, req)
 	var ours map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &ours); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, buf.Bytes())
+	if err := json.Unmarshal(body, &ours); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, body)
 	}
 	ref := []openai.ChatCompletionMessage{
 		{Role: "system", Content: "be brief <ok>"},
@@ -114,12 +111,29 @@ func TestEncodeChatMatchesGoOpenAI(t *testing.T) {
 	// API reference asks for a message with tool_calls.
 	theirs["messages"].([]any)[2].(map[string]any)["content"] = nil
 	if !reflect.DeepEqual(ours, theirs) {
-		t.Fatalf("bodies differ:\nours   %s\ntheirs %s", buf.Bytes(), refBody)
+		t.Fatalf("bodies differ:\nours   %s\ntheirs %s", body, refBody)
 	}
 }
 
 // BenchmarkAppendString escapes the text a chat request is made of: prose
 // with some newlines and quotes, and text that is mostly not ASCII.
+// TestEncodeChatRoles: the four roles written as constants, and any other
+// role escaped, read as encoding/json writes them.
+func TestEncodeChatRoles(t *testing.T) {
+	for _, role := range []string{"system", "user", "assistant", "tool", "developer", `we"ird\role`, ""} {
+		body := encodeChat(nil, chatBody{model: "m"}, Request{Messages: []chat.Message{{Role: role, Content: "c"}}})
+		var got struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("role %q: not JSON: %v\n%s", role, err, body)
+		}
+		if len(got.Messages) != 1 || got.Messages[0]["role"] != role || got.Messages[0]["content"] != "c" {
+			t.Fatalf("role %q: body %s", role, body)
+		}
+	}
+}
+
 func BenchmarkAppendString(b *testing.B) {
 	for _, c := range []struct{ name, s string }{
 		{"prose", strings.Repeat("You are Perch, an AI agent running on a small \"Linux\" board.\n", 60)},
@@ -145,11 +159,10 @@ func BenchmarkEncodeChat(b *testing.B) {
 		ref[i] = openai.ChatCompletionMessage{Role: role, Content: hist[i].Content}
 	}
 	temp := 0.7
-	var buf bytes.Buffer
+	var buf []byte
 	b.Run("ours", func(b *testing.B) {
 		for b.Loop() {
-			buf.Reset()
-			encodeChat(&buf, chatBody{model: "m", maxTokens: 8192, temperature: &temp}, Request{History: hist})
+			buf = encodeChat(buf[:0], chatBody{model: "m", maxTokens: 8192, temperature: &temp}, Request{History: hist})
 		}
 	})
 	b.Run("go-openai", func(b *testing.B) {
