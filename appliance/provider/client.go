@@ -248,7 +248,7 @@ func (c *Client) chat(ctx context.Context, model string, r Request, tools []chat
 		}
 	}
 	return &Response{
-		Content:      ch.Message.Content,
+		Content:      string(ch.Message.Content),
 		ToolCalls:    calls,
 		FinishReason: string(ch.FinishReason),
 		Usage: chat.Usage{

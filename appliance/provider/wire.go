@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -21,8 +22,9 @@ import (
 // MarshalJSON, which was a quarter of the gateway's CPU per turn with a
 // 200-message history, and needs the history copied into its message type
 // first; it cannot send the aggregator's route/models fields; and its
-// omitempty drops a temperature of exactly 0. Responses and errors still
-// decode into go-openai's types, so the wire format stays theirs.
+// omitempty drops a temperature of exactly 0. Errors still decode into
+// go-openai's types, and responses into the part of its response type a turn
+// reads (chatResponse), so the wire format stays theirs.
 
 // chatBody holds what one request needs besides the messages.
 type chatBody struct {
@@ -232,13 +234,57 @@ func appendString(out []byte, s string) []byte {
 	return append(out, '"')
 }
 
+// chatResponse is what a turn reads of a chat-completions response, under
+// go-openai's field names and types. Decoding into go-openai's whole
+// ChatCompletionResponse cost a third more and twice the allocations: its
+// message type decodes itself twice (once with text content, once with
+// parts), and it fills fields nothing reads.
+type chatResponse struct {
+	Choices []struct {
+		Message struct {
+			Content   messageContent `json:"content"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// messageContent is a message's text. Like go-openai's message type it
+// accepts a string, null, or an array of content parts (which carry no
+// text for a turn, as before); anything else is not chat-completions JSON.
+type messageContent string
+
+func (c *messageContent) UnmarshalJSON(b []byte) error {
+	switch b[0] {
+	case '"':
+		return json.Unmarshal(b, (*string)(c))
+	case 'n':
+		return nil
+	case '[':
+		var parts []openai.ChatMessagePart
+		return json.Unmarshal(b, &parts)
+	}
+	return fmt.Errorf("message content is %s, neither a string nor an array of parts", b)
+}
+
 // maxResponse bounds a chat response body: a runaway upstream must not eat
 // the board's memory.
 const maxResponse = 16 << 20
 
-// postChat sends body to {api_base}/chat/completions and decodes the answer
-// into go-openai's response type, or its error into go-openai's error types.
-func (c *Client) postChat(ctx context.Context, body []byte) (*openai.ChatCompletionResponse, error) {
+// postChat sends body to {api_base}/chat/completions and decodes the answer,
+// or its error into go-openai's error types.
+func (c *Client) postChat(ctx context.Context, body []byte) (*chatResponse, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.chatURL, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -281,7 +327,7 @@ func (c *Client) postChat(ctx context.Context, body []byte) (*openai.ChatComplet
 		return nil, &openai.RequestError{HTTPStatus: resp.Status, HTTPStatusCode: resp.StatusCode, Body: bytes.Clone(data),
 			Err: errors.New(http.StatusText(resp.StatusCode))}
 	}
-	var out openai.ChatCompletionResponse
+	var out chatResponse
 	if err := json.Unmarshal(data, &out); err != nil {
 		return nil, &Error{Kind: KindUpstream, Provider: c.name, Status: resp.StatusCode, Message: "the response is not chat-completions JSON: " + err.Error()}
 	}

@@ -172,3 +172,75 @@ func BenchmarkEncodeChat(b *testing.B) {
 		}
 	})
 }
+
+// TestChatResponseMatchesGoOpenAI: the fields a turn reads decode as
+// go-openai's response type decodes them, for text, tool calls, null and
+// multi-part content, usage with details and fields nobody reads; content
+// go-openai refuses is refused too.
+func TestChatResponseMatchesGoOpenAI(t *testing.T) {
+	bodies := []string{
+		`{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok \u00e9 \"q\" \n"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`,
+		`{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"}},{"index":1,"id":"","type":"function","function":{"name":"exec","arguments":""}}]},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5234,"completion_tokens":23,"total_tokens":5257,"prompt_tokens_details":{"cached_tokens":4096},"completion_tokens_details":{"reasoning_tokens":7}},"system_fingerprint":"fp"}`,
+		`{"choices":[{"message":{"role":"assistant","content":[{"type":"text","text":"parts"}],"refusal":null,"reasoning_content":"hm"},"finish_reason":"stop"}]}`,
+		`{"choices":[{"message":{"role":"assistant"}}],"usage":{}}`,
+		`{"choices":[],"usage":{"total_tokens":9}}`,
+		`{}`,
+	}
+	for _, body := range bodies {
+		var ref openai.ChatCompletionResponse
+		if err := json.Unmarshal([]byte(body), &ref); err != nil {
+			t.Fatalf("go-openai refuses %s: %v", body, err)
+		}
+		var ours chatResponse
+		if err := json.Unmarshal([]byte(body), &ours); err != nil {
+			t.Fatalf("refused %s: %v", body, err)
+		}
+		if len(ours.Choices) != len(ref.Choices) || ours.Usage.PromptTokens != ref.Usage.PromptTokens ||
+			ours.Usage.CompletionTokens != ref.Usage.CompletionTokens || ours.Usage.TotalTokens != ref.Usage.TotalTokens {
+			t.Fatalf("%s: choices/usage differ: %+v vs %+v", body, ours, ref)
+		}
+		for i, c := range ours.Choices {
+			r := ref.Choices[i]
+			if string(c.Message.Content) != r.Message.Content || c.FinishReason != string(r.FinishReason) || len(c.Message.ToolCalls) != len(r.Message.ToolCalls) {
+				t.Fatalf("%s: choice %d differs: %+v vs %+v", body, i, c, r)
+			}
+			for j, tc := range c.Message.ToolCalls {
+				rt := r.Message.ToolCalls[j]
+				if tc.ID != rt.ID || tc.Function.Name != rt.Function.Name || tc.Function.Arguments != rt.Function.Arguments {
+					t.Fatalf("%s: tool call %d differs: %+v vs %+v", body, j, tc, rt)
+				}
+			}
+		}
+	}
+	for _, content := range []string{`12`, `{"text":"x"}`, `true`, `["text"]`, `"unterminated`} {
+		body := `{"choices":[{"message":{"role":"assistant","content":` + content + `}}]}`
+		var ref openai.ChatCompletionResponse
+		var ours chatResponse
+		refErr, ourErr := json.Unmarshal([]byte(body), &ref), json.Unmarshal([]byte(body), &ours)
+		if refErr == nil || ourErr == nil {
+			t.Errorf("content %s: go-openai error %v, ours %v; both must refuse it", content, refErr, ourErr)
+		}
+	}
+}
+
+// BenchmarkDecodeResponse decodes a typical answer (text, usage with
+// details) into our response type and into go-openai's.
+func BenchmarkDecodeResponse(b *testing.B) {
+	reply := []byte(`{"id":"chatcmpl-AbC123","object":"chat.completion","created":1732377600,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"The temperature in the greenhouse is 21.5 °C and the humidity is 64%. Everything looks fine.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":5234,"completion_tokens":23,"total_tokens":5257,"prompt_tokens_details":{"cached_tokens":4096,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"system_fingerprint":"fp_0ba0d124f1"}`)
+	b.Run("ours", func(b *testing.B) {
+		for b.Loop() {
+			var out chatResponse
+			if err := json.Unmarshal(reply, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("go-openai", func(b *testing.B) {
+		for b.Loop() {
+			var out openai.ChatCompletionResponse
+			if err := json.Unmarshal(reply, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
