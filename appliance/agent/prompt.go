@@ -52,14 +52,25 @@ func (b *promptBuilder) build(reg *tools.Registry, in bus.Inbound, key string) s
 	static, toolText := b.static, b.toolText
 	b.mu.Unlock()
 
+	// Written piece by piece rather than with fmt: this runs every turn,
+	// and the builder is sized once for the whole prompt.
 	var sb strings.Builder
-	sb.Grow(len(static) + len(toolText) + 256)
+	sb.Grow(len(static) + len(toolText) + 128 + len(key) + len(in.Channel) + len(in.ChatID))
 	sb.WriteString(static)
 	sb.WriteString(toolText)
 	now := time.Now()
-	fmt.Fprintf(&sb, "\n## Now\nTime: %s (%s)\nSession: %s (channel %s", now.Format("2006-01-02 15:04 MST"), now.Weekday(), key, in.Channel)
+	var stamp [48]byte
+	sb.WriteString("\n## Now\nTime: ")
+	sb.Write(now.AppendFormat(stamp[:0], "2006-01-02 15:04 MST"))
+	sb.WriteString(" (")
+	sb.WriteString(now.Weekday().String())
+	sb.WriteString(")\nSession: ")
+	sb.WriteString(key)
+	sb.WriteString(" (channel ")
+	sb.WriteString(in.Channel)
 	if in.ChatID != "" {
-		fmt.Fprintf(&sb, ", chat %s", in.ChatID)
+		sb.WriteString(", chat ")
+		sb.WriteString(in.ChatID)
 	}
 	sb.WriteString(")\n")
 	if t := in.Metadata["media_type"]; t != "" {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -113,9 +114,14 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 				return nil, serr
 			}
 		}
+		// The records are debug level: their arguments (a dozen boxed
+		// values) are built only when that level is on.
+		debug := l.log.Enabled(ctx, slog.LevelDebug)
 		if err != nil {
-			l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "error",
-				"took", time.Since(start).Round(time.Microsecond), "err", err)
+			if debug {
+				l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "error",
+					"took", time.Since(start).Round(time.Microsecond), "err", err)
+			}
 			// Keep the rounds that completed: their tools ran and changed
 			// things the model should know about next time.
 			if perr := sess.Append(added, rep.Usage); perr != nil {
@@ -124,10 +130,12 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			return nil, err
 		}
 		rep.Usage = rep.Usage.Add(resp.Usage)
-		l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "ok",
-			"tool_calls", len(resp.ToolCalls), "prompt_tokens", resp.Usage.PromptTokens,
-			"completion_tokens", resp.Usage.CompletionTokens, "total_tokens", resp.Usage.TotalTokens,
-			"took", time.Since(start).Round(time.Microsecond))
+		if debug {
+			l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "ok",
+				"tool_calls", len(resp.ToolCalls), "prompt_tokens", resp.Usage.PromptTokens,
+				"completion_tokens", resp.Usage.CompletionTokens, "total_tokens", resp.Usage.TotalTokens,
+				"took", time.Since(start).Round(time.Microsecond))
+		}
 		if len(resp.ToolCalls) == 0 {
 			final, done = resp.Content, true
 			break

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,7 +45,9 @@ type Client struct {
 	name        string
 	choice      Choice
 	key         string
+	auth        string // the Authorization header: "Bearer " and key, or empty
 	base        string
+	chatURL     string
 	oa          *openai.Client
 	tr          *transport
 	maxTokens   int
@@ -137,6 +138,10 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		}
 		tr.tokens = ts
 	}
+	auth := ""
+	if k := p.APIKey.Value(); k != "" {
+		auth = "Bearer " + k
+	}
 	oc := openai.DefaultConfig(p.APIKey.Value())
 	oc.BaseURL = base
 	oc.HTTPClient = tr
@@ -144,7 +149,9 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		name:        choice.Name,
 		choice:      choice,
 		key:         p.APIKey.Value(),
+		auth:        auth,
 		base:        base,
+		chatURL:     base + "/chat/completions",
 		oa:          openai.NewClientWithConfig(oc),
 		tr:          tr,
 		maxTokens:   o.MaxTokens,
@@ -209,18 +216,16 @@ func (c *Client) chat(ctx context.Context, model string, r Request, tools []chat
 		b.route = "fallback"
 		b.models = append([]string{model}, c.fallbacks...)
 	}
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
+	bp := bodyPool.Get().(*[]byte)
+	body := encodeChat((*bp)[:0], b, r)
 	defer func() {
-		if buf.Cap() <= 1<<20 { // don't pin a huge buffer
-			bufPool.Put(buf)
+		if cap(body) <= maxPooled {
+			*bp = body[:0]
+			bodyPool.Put(bp)
 		}
 	}()
-	if err := encodeChat(buf, b, r); err != nil {
-		return nil, fmt.Errorf("provider: encode request: %w", err)
-	}
 	st := &callState{}
-	out, err := c.postChat(withState(ctx, st), buf.Bytes())
+	out, err := c.postChat(withState(ctx, st), body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -243,7 +248,7 @@ func (c *Client) chat(ctx context.Context, model string, r Request, tools []chat
 		}
 	}
 	return &Response{
-		Content:      ch.Message.Content,
+		Content:      string(ch.Message.Content),
 		ToolCalls:    calls,
 		FinishReason: string(ch.FinishReason),
 		Usage: chat.Usage{

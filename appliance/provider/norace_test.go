@@ -1,0 +1,5 @@
+//go:build !race
+
+package provider
+
+const raceEnabled = false
