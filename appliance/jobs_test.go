@@ -185,6 +185,10 @@ func TestRunJobCommand(t *testing.T) {
 	if out, err := sys.runJob(context.Background(), api.Job{ID: "j6", JobSpec: api.JobSpec{Command: "cat " + sys.Cfg.DBPath()}}); err == nil {
 		t.Errorf("a job read the database: %q", out)
 	}
+	// Nor the journal beside it, which holds the latest messages too.
+	if out, err := sys.runJob(context.Background(), api.Job{ID: "j7", JobSpec: api.JobSpec{Command: "head -c 64 " + sys.Cfg.DBPath() + ".journal"}}); err == nil {
+		t.Errorf("a job read the database's journal: %q", out)
+	}
 }
 
 // Through the whole gateway: a job added over the admin API with

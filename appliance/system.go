@@ -157,7 +157,7 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		Timeout:        time.Duration(cfg.Tools.Exec.TimeoutSeconds) * time.Second,
 		RequireSandbox: cfg.Tools.Exec.RequireSandbox,
 		User:           cfg.Tools.Exec.User,
-		Secrets:        []string{cfg.Path(), cfg.DBPath(), cfg.PIDPath()},
+		Secrets:        []string{cfg.Path(), cfg.DBPath(), store.JournalPath(cfg.DBPath()), cfg.PIDPath()},
 		Log:            log,
 	})
 	if err != nil {

@@ -66,8 +66,10 @@ var crcTable = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32
 
 var keyJournal = []byte("journal")
 
-// journalPath is the journal's file beside the database.
-func journalPath(path string) string { return path + ".journal" }
+// JournalPath is the journal's file beside the database at path. It holds
+// the latest messages, so whatever keeps the database private keeps it
+// private too.
+func JournalPath(path string) string { return path + ".journal" }
 
 // appendRec is one session append: what Append was given, plus the time
 // it was made, so replaying it writes the same record.
@@ -561,7 +563,7 @@ func (j *journal) taken(recs []*appendRec) {
 // damaged database was set aside, the journal's sequence numbers belong to
 // that file, so the journal is set aside too (perch.db.journal.damaged-…).
 func (db *DB) openJournal(recovered bool) error {
-	jpath := journalPath(db.path)
+	jpath := JournalPath(db.path)
 	if recovered {
 		if _, err := os.Stat(jpath); err == nil {
 			os.Rename(jpath, jpath+".damaged-"+time.Now().UTC().Format("20060102T150405Z"))
