@@ -129,29 +129,10 @@ func (e *rateLimitError) Error() string {
 	return fmt.Sprintf("discord: %s: %s; retry after %s", e.Route, what, e.RetryAfter)
 }
 
-// body is a request body that can be produced again, so a call can be
-// repeated after a 429 and net/http can replay it on a connection that
-// closed under it.
-type body struct {
-	ctype string
-	size  int64
-	open  func() io.Reader
-}
-
-// jsonBody encodes v as a JSON body.
-func jsonBody(v any) (*body, error) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return &body{ctype: "application/json", size: int64(len(data)), open: func() io.Reader { return bytes.NewReader(data) }}, nil
-}
-
 // uploadBody is Discord's multipart message: payload_json (the message's
-// JSON, whose attachments name the file) and files[0]. The file's bytes
-// are not copied: the body is the part headers, the data and the closing
-// boundary read in turn, and its length is known beforehand.
-func uploadBody(payload any, name, ctype string, data []byte) (*body, error) {
+// JSON, whose attachments name the file) and files[0], whose bytes are not
+// copied.
+func uploadBody(payload any, name, ctype string, data []byte) (*channel.Body, error) {
 	js, err := json.Marshal(payload)
 	if err != nil {
 		return nil, err
@@ -175,14 +156,7 @@ func uploadBody(payload any, name, ctype string, data []byte) (*body, error) {
 	if _, err := w.CreatePart(h); err != nil {
 		return nil, err
 	}
-	cut := buf.Len()
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	head, tail := buf.Bytes()[:cut], buf.Bytes()[cut:]
-	return &body{ctype: w.FormDataContentType(), size: int64(len(head) + len(data) + len(tail)), open: func() io.Reader {
-		return io.MultiReader(bytes.NewReader(head), bytes.NewReader(data), bytes.NewReader(tail))
-	}}, nil
+	return channel.MultipartBody(&buf, w, data)
 }
 
 // escapeQuotes escapes a filename as mime/multipart does (a Replacer
@@ -195,7 +169,7 @@ func escapeQuotes(s string) string {
 // into out (nil: the answer is drained). It waits out what the rate
 // limits ask, within waitMax, and repeats a call answered 429 at most
 // retries times.
-func (c *restClient) call(ctx context.Context, method, path string, b *body, out any) error {
+func (c *restClient) call(ctx context.Context, method, path string, b *channel.Body, out any) error {
 	route := method + " " + path
 	for try := 0; ; try++ {
 		if err := c.limits.wait(ctx, route, c.waitMax); err != nil {
@@ -213,17 +187,14 @@ func (c *restClient) call(ctx context.Context, method, path string, b *body, out
 }
 
 // once makes the call once; a 429 comes back as rl.
-func (c *restClient) once(ctx context.Context, method, path string, b *body, out any) (rl *rateLimitError, err error) {
+func (c *restClient) once(ctx context.Context, method, path string, b *channel.Body, out any) (rl *rateLimitError, err error) {
 	route := method + " " + path
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("discord: %s: %w", route, err)
 	}
 	if b != nil {
-		req.Header.Set("Content-Type", b.ctype)
-		req.ContentLength = b.size
-		req.Body = io.NopCloser(b.open())
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(b.open()), nil }
+		b.Attach(req)
 	}
 	req.Header.Set("Authorization", "Bot "+c.token.Value())
 	req.Header.Set("User-Agent", c.userAgent)
@@ -461,14 +432,14 @@ type upload struct {
 // The created message is not read: the channel needs nothing of it.
 func (c *restClient) createMessage(ctx context.Context, chat string, m messageSend, file *upload) error {
 	var (
-		b   *body
+		b   *channel.Body
 		err error
 	)
 	if file != nil {
 		m.Attachments = []attachmentSlot{{ID: 0, Filename: file.Name}}
 		b, err = uploadBody(m, file.Name, file.MIME, file.Data)
 	} else {
-		b, err = jsonBody(m)
+		b, err = channel.JSONBody(m)
 	}
 	if err != nil {
 		return fmt.Errorf("discord: POST /channels/%s/messages: %w", chat, err)

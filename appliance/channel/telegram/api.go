@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/perchhq/perch/appliance/channel"
 )
 
 // This file is the Bot API client: the eight methods the channel calls, as
@@ -95,28 +97,9 @@ func checkToken(t string) error {
 // has its own, larger cap).
 const maxAnswer = 1 << 20
 
-// body is a request body that can be produced again, so net/http can
-// replay a request on a connection that closed under it (an HTTP/2
-// GOAWAY) and retries upload from the start.
-type body struct {
-	ctype string
-	size  int64
-	open  func() io.Reader
-}
-
-// jsonBody encodes params as the method's JSON body.
-func jsonBody(params any) (*body, error) {
-	data, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	return &body{ctype: "application/json", size: int64(len(data)), open: func() io.Reader { return bytes.NewReader(data) }}, nil
-}
-
-// uploadBody is a multipart/form-data body of fields and one file. The
-// file's bytes are not copied: the body is the part headers, the data and
-// the closing boundary read in turn, and its length is known beforehand.
-func uploadBody(fields [][2]string, field, name string, data []byte) (*body, error) {
+// uploadBody is a multipart/form-data body of fields and one file, whose
+// bytes are not copied.
+func uploadBody(fields [][2]string, field, name string, data []byte) (*channel.Body, error) {
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
 	for _, f := range fields {
@@ -127,28 +110,18 @@ func uploadBody(fields [][2]string, field, name string, data []byte) (*body, err
 	if _, err := w.CreateFormFile(field, name); err != nil {
 		return nil, err
 	}
-	cut := buf.Len()
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	head, tail := buf.Bytes()[:cut], buf.Bytes()[cut:]
-	return &body{ctype: w.FormDataContentType(), size: int64(len(head) + len(data) + len(tail)), open: func() io.Reader {
-		return io.MultiReader(bytes.NewReader(head), bytes.NewReader(data), bytes.NewReader(tail))
-	}}, nil
+	return channel.MultipartBody(&buf, w, data)
 }
 
 // call posts b (nil: no parameters) to method and decodes the result into
 // out (nil: ignored), reading at most limit bytes of answer.
-func (c *Channel) call(ctx context.Context, method string, b *body, limit int64, out any) error {
+func (c *Channel) call(ctx context.Context, method string, b *channel.Body, limit int64, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/bot"+c.token.Value()+"/"+method, nil)
 	if err != nil {
 		return c.netErr(method, err)
 	}
 	if b != nil {
-		req.Header.Set("Content-Type", b.ctype)
-		req.ContentLength = b.size
-		req.Body = io.NopCloser(b.open())
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(b.open()), nil }
+		b.Attach(req)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
@@ -194,7 +167,7 @@ func (c *Channel) call(ctx context.Context, method string, b *body, limit int64,
 
 // callJSON calls method with params as JSON.
 func (c *Channel) callJSON(ctx context.Context, method string, params, out any) error {
-	b, err := jsonBody(params)
+	b, err := channel.JSONBody(params)
 	if err != nil {
 		return fmt.Errorf("telegram: %s: %w", method, err)
 	}

@@ -18,7 +18,7 @@ var errConflict = errors.New("another program is polling this bot with the same 
 // getUpdates asks for updates from offset on, waiting up to timeout for
 // the first. Asking with an offset confirms every update before it.
 func (c *Channel) getUpdates(ctx context.Context, offset int64, timeout time.Duration, limit int) ([]json.RawMessage, error) {
-	b, err := jsonBody(map[string]any{
+	b, err := channel.JSONBody(map[string]any{
 		"offset": offset, "timeout": int(timeout / time.Second), "limit": limit,
 		"allowed_updates": []string{"message"},
 	})
