@@ -388,6 +388,30 @@ func (j *journal) scanHalf(h int) ([]*appendRec, int64, error) {
 
 func (j *journal) close() error { return j.f.Close() }
 
+// readJournal returns the records of the journal at path above applied,
+// without changing the file (a salvage reads a damaged database's journal).
+func readJournal(path string, applied uint64) ([]*appendRec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: journal %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("store: journal %s: %w", path, err)
+	}
+	head := make([]byte, len(journalMagic))
+	if _, err := f.ReadAt(head, 0); err != nil || string(head) != journalMagic {
+		return nil, fmt.Errorf("store: %s is not a journal", path)
+	}
+	if st.Size() < journalSize {
+		// Records are written only once the file is whole.
+		return nil, nil
+	}
+	j := &journal{f: f, applied: applied, seq: applied}
+	return j.scan()
+}
+
 // journalWrite makes rec durable in the journal. It fails when the next
 // half still holds records bbolt has not taken and cannot take them (a
 // full disk), or when the file's write or sync failed; after the latter the
@@ -562,13 +586,8 @@ func (j *journal) taken(recs []*appendRec) {
 // it holds that bbolt lacks, and starts the background apply. After a
 // damaged database was set aside, the journal's sequence numbers belong to
 // that file, so the journal is set aside too (perch.db.journal.damaged-…).
-func (db *DB) openJournal(recovered bool) error {
+func (db *DB) openJournal() error {
 	jpath := JournalPath(db.path)
-	if recovered {
-		if _, err := os.Stat(jpath); err == nil {
-			os.Rename(jpath, jpath+".damaged-"+time.Now().UTC().Format("20060102T150405Z"))
-		}
-	}
 	var applied uint64
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket([]byte(BucketMeta)).Get(keyJournal); len(v) == 8 {

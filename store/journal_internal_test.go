@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,41 @@ func TestJournalScanAcrossReads(t *testing.T) {
 		if j.off != halfStart(0)+int64(len(buf)) {
 			t.Fatalf("cut %d: writing would go on at %d, not after the last record at %d", cut, j.off, halfStart(0)+int64(len(buf)))
 		}
+	}
+}
+
+// TestSalvageJournalNeedsMark: without the damaged file's mark the journal
+// is left alone (a record applied twice repeats messages), and the report
+// says why.
+func TestSalvageJournalNeedsMark(t *testing.T) {
+	dir := t.TempDir()
+	src := dir + "/perch.db"
+	db, err := Open(src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.History("web:a")
+	HoldJournalForTest(db)
+	if err := db.Append("web:a", []chat.Message{{Role: "user", Content: "hi"}}, chat.Usage{}, 200); err != nil {
+		t.Fatal(err)
+	}
+	CrashForTest(db)
+	if recs, err := readJournal(JournalPath(src), 0); err != nil || len(recs) != 1 {
+		t.Fatalf("the journal holds %d records (%v), want 1", len(recs), err)
+	}
+	dst, err := Open(dir+"/out.db", Options{NoRecover: true, CacheSessions: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	var rep SalvageReport
+	if err := dst.salvageJournal(JournalPath(src), nil, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.JournalRecords != 0 || !strings.Contains(rep.JournalSkipped, "unreadable") {
+		t.Fatalf("report = %+v", rep)
+	}
+	if n := dst.countSessions(); n != 0 {
+		t.Fatalf("%d sessions applied without a mark", n)
 	}
 }

@@ -290,40 +290,100 @@ func TestJournalConcurrent(t *testing.T) {
 	}
 }
 
-// TestJournalSetAsideWithDamagedDatabase: the journal's sequence numbers
-// belong to the file they were applied to, so when a damaged database is
-// set aside its journal goes aside with it instead of being replayed into
-// the fresh one on top of the salvage.
-func TestJournalSetAsideWithDamagedDatabase(t *testing.T) {
+// TestJournalGoesWithDamagedDatabase: a database found damaged at open is
+// set aside with its journal; the fresh one gets what the damaged file
+// held plus the acknowledged appends only the journal had, once, and
+// `perch db salvage` of the damaged copy finds them too.
+func TestJournalGoesWithDamagedDatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "perch.db")
-	populate(t, path, 20)
+	populate(t, path, 40)
 	db := openAt(t, path, store.Options{})
 	store.HoldJournalForTest(db)
-	db.History("telegram:1000")
-	db.Append("telegram:1000", []chat.Message{user("late")}, chat.Usage{}, 200)
+	db.History("web:late")
+	if err := db.Append("web:late", []chat.Message{user("late"), assistant("noted")}, chat.Usage{TotalTokens: 5}, 200, "web", "late"); err != nil {
+		t.Fatal(err)
+	}
 	store.CrashForTest(db)
-	truncate(t, path, 0.5)
+	smash(t, path, messagePage(t, path), 3)
 
 	db = openAt(t, path, store.Options{})
-	defer db.Close()
-	if db.Recovered() == nil {
-		t.Fatal("the truncated file was not recovered")
+	rec := db.Recovered()
+	if rec == nil {
+		t.Fatal("the damaged file was not recovered")
 	}
+	if rec.Salvaged.JournalRecords != 1 || rec.Salvaged.JournalMessages != 2 || rec.Salvaged.JournalSkipped != "" {
+		t.Fatalf("salvage report = %+v", rec.Salvaged)
+	}
+	if h, err := db.History("web:late"); err != nil || contents(h) != "u:late a:noted" {
+		t.Fatalf("the journal's append after recovery: %q, %v", contents(h), err)
+	}
+	if _, err := os.Stat(store.JournalPath(rec.DamagedPath)); err != nil {
+		t.Fatalf("the damaged file's journal was not kept beside it: %v", err)
+	}
+	copies := store.DamagedCopies(path)
+	if len(copies) != 1 || copies[0] != rec.DamagedPath {
+		t.Fatalf("damaged copies = %v, want only %s", copies, rec.DamagedPath)
+	}
+	// The fresh database's own journal starts empty and goes on.
 	if db.Replayed() != 0 {
-		t.Fatalf("replayed %d records of the damaged file's journal into the fresh one", db.Replayed())
+		t.Fatalf("replayed %d records into the fresh file", db.Replayed())
 	}
-	aside, _ := filepath.Glob(path + ".journal.damaged-*")
-	if len(aside) != 1 {
-		t.Fatalf("journal set aside: %v", aside)
+	if err := db.Append("web:late", []chat.Message{user("after")}, chat.Usage{}, 200); err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range store.DamagedCopies(path) {
-		if strings.Contains(c, "journal") {
-			t.Fatalf("the journal is listed as a damaged database copy: %s", c)
+	db.Close()
+	db = openAt(t, path, store.Options{})
+	if h, _ := db.History("web:late"); contents(h) != "u:late a:noted u:after" {
+		t.Fatalf("after a restart: %q", contents(h))
+	}
+	db.Close()
+
+	// By hand, from the damaged copy: the same, and nothing twice.
+	dst := filepath.Join(t.TempDir(), "salvaged.db")
+	rep, err := store.Salvage(rec.DamagedPath, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.JournalRecords != 1 || !strings.Contains(rep.String(), "2 messages added from the journal") {
+		t.Fatalf("salvage report: %s", rep)
+	}
+	db = openAt(t, dst, store.Options{})
+	defer db.Close()
+	if h, _ := db.History("web:late"); contents(h) != "u:late a:noted" {
+		t.Fatalf("salvaged by hand: %q", contents(h))
+	}
+	if u, _ := db.TotalUsage(); u.TotalTokens < 5 {
+		t.Fatalf("the journal's usage was not counted: %+v", u)
+	}
+}
+
+// TestSalvageSkipsAppliedJournal: records the file already holds are not
+// applied again.
+func TestSalvageSkipsAppliedJournal(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "perch.db")
+	db := openAt(t, src, store.Options{})
+	db.History("web:a")
+	for i := range 5 {
+		if err := db.Append("web:a", []chat.Message{user(fmt.Sprint(i)), assistant("ok")}, chat.Usage{}, 200); err != nil {
+			t.Fatal(err)
 		}
 	}
-	db.History("x")
-	if err := db.Append("x", []chat.Message{user("fresh")}, chat.Usage{}, 100); err != nil {
+	// Settled into bbolt, then a power cut: the journal still holds all
+	// five records, and the file's mark says it has them.
+	if _, err := db.Sessions(); err != nil {
 		t.Fatal(err)
+	}
+	store.CrashForTest(db)
+	if _, err := os.Stat(store.JournalPath(src)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := store.Salvage(src, filepath.Join(dir, "out.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.JournalRecords != 0 || rep.JournalSkipped != "" || rep.Messages != 10 {
+		t.Fatalf("report = %+v", rep)
 	}
 }
 

@@ -125,12 +125,15 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 		sessions = db.countSessions()
 	} else if note, err := loadRecovered(b); err == nil {
 		db.recovered = note
+		if note != nil {
+			dropOrphanJournal(note.DamagedPath)
+		}
 	}
 	db.sessions.Store(int64(sessions))
 	if opts.CacheSessions > 0 {
 		// Without a cache there is nowhere to keep a history that bbolt
 		// has not taken yet, so every append goes to bbolt directly.
-		if err := db.openJournal(rec != nil); err != nil {
+		if err := db.openJournal(); err != nil {
 			b.Close()
 			os.Remove(markerPath(path))
 			return nil, err

@@ -2,9 +2,12 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,6 +110,12 @@ func setAside(path string, f *os.File, chk *fileCheck, unclean bool, opts Option
 	if err := os.Rename(path, dst); err != nil {
 		return nil, nil, fmt.Errorf("store: %s is damaged (%s) and could not be set aside: %w; move it away by hand", path, chk.summary(), err)
 	}
+	// Its journal goes with it: the salvage applies the records the
+	// damaged file had not taken, and the fresh database starts a journal
+	// of its own.
+	if err := os.Rename(JournalPath(path), JournalPath(dst)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("store: set aside the journal of damaged %s: %w; move %s away by hand", path, err, JournalPath(path))
+	}
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return nil, nil, fmt.Errorf("store: set aside damaged %s: %w", path, err)
 	}
@@ -125,6 +134,7 @@ func setAside(path string, f *os.File, chk *fileCheck, unclean bool, opts Option
 // oldest first.
 func DamagedCopies(path string) []string {
 	all, _ := filepath.Glob(escapeGlob(path) + ".damaged-*")
+	all = slices.DeleteFunc(all, func(name string) bool { return strings.HasSuffix(name, ".journal") })
 	sort.Slice(all, func(i, j int) bool {
 		ti, si := copyOrder(all[i])
 		tj, sj := copyOrder(all[j])
@@ -165,7 +175,17 @@ func pruneDamaged(path string, keep int) {
 	all := DamagedCopies(path)
 	for len(all) > keep {
 		os.Remove(all[0])
+		os.Remove(JournalPath(all[0]))
 		all = all[1:]
+	}
+}
+
+// dropOrphanJournal removes the journal kept beside a damaged copy once the
+// copy itself was deleted (the way a recovery note is dismissed): alone it
+// is 2 MiB that nothing reads.
+func dropOrphanJournal(copyPath string) {
+	if _, err := os.Lstat(copyPath); errors.Is(err, fs.ErrNotExist) {
+		os.Remove(JournalPath(copyPath))
 	}
 }
 

@@ -414,6 +414,11 @@ func TestRecoveryNoteLastsUntilCopyDeleted(t *testing.T) {
 	if len(copies) != 3 {
 		t.Fatalf("%d damaged copies kept, want 3: %v", len(copies), copies)
 	}
+	// Each copy keeps its journal; pruned copies take theirs along.
+	journals, _ := filepath.Glob(path + ".damaged-*.journal")
+	if len(journals) != 3 {
+		t.Fatalf("journals beside the damaged copies: %v", journals)
+	}
 	db, _ := store.Open(path, store.Options{})
 	r := db.Recovered()
 	db.Close()
@@ -425,6 +430,9 @@ func TestRecoveryNoteLastsUntilCopyDeleted(t *testing.T) {
 	defer db.Close()
 	if db.Recovered() != nil {
 		t.Fatal("note outlived its damaged copy")
+	}
+	if _, err := os.Stat(store.JournalPath(r.DamagedPath)); err == nil {
+		t.Fatal("the deleted copy's journal was left behind")
 	}
 }
 

@@ -34,6 +34,13 @@ type SalvageReport struct {
 	MessagesLost int `json:"messages_lost"`
 	// RecordsSkipped counts other records that did not decode.
 	RecordsSkipped int `json:"records_skipped"`
+	// JournalRecords and JournalMessages count the appends taken from the
+	// journal beside the damaged file: acknowledged turns that bbolt had
+	// not received yet. JournalSkipped says why a journal that was there
+	// could not be used.
+	JournalRecords  int    `json:"journal_records,omitempty"`
+	JournalMessages int    `json:"journal_messages,omitempty"`
+	JournalSkipped  string `json:"journal_skipped,omitempty"`
 	// Problems is the damage met while reading (at most 50; ProblemCount
 	// counts all).
 	Problems     []string `json:"problems,omitempty"`
@@ -54,12 +61,19 @@ func (r *SalvageReport) String() string {
 	if r.OlderMeta {
 		s += " (read from the previous transaction's tree)"
 	}
+	if r.JournalRecords > 0 {
+		s += fmt.Sprintf("; %d messages added from the journal", r.JournalMessages)
+	}
+	if r.JournalSkipped != "" {
+		s += "; the journal was not used: " + r.JournalSkipped
+	}
 	return s
 }
 
 // Salvage copies whatever is still readable in the database file src into
 // a new database at dst: sessions with their messages, cron jobs, device
-// records, token totals and sensor history. dst must not exist. src is only
+// records, token totals and sensor history, and then the messages that the
+// journal beside src holds and src had not received. dst must not exist. src is only
 // read (under a shared lock: it fails with ErrLocked while a gateway has it
 // open). The file is read page by page without bbolt, so damage anywhere
 // costs only the records on the damaged pages.
@@ -127,8 +141,51 @@ func (db *DB) salvageFrom(path string) (rep SalvageReport, err error) {
 	if v.err != nil {
 		return rep, fmt.Errorf("store: salvage into %s: %w", db.path, v.err)
 	}
+	mark := v.journalMark
+	if mark == nil && v.metaSound {
+		mark = new(uint64)
+	}
+	if err := db.salvageJournal(JournalPath(path), mark, &rep); err != nil {
+		return rep, err
+	}
 	db.sessions.Store(int64(db.countSessions()))
 	return rep, nil
+}
+
+// salvageJournal applies the records of the journal at jpath that the
+// damaged file had not taken (those above mark, the sequence number its
+// last commit recorded): the latest turns, acknowledged to their senders,
+// live only there. Without a readable mark nothing is applied, since a
+// record applied twice would repeat messages in a history.
+func (db *DB) salvageJournal(jpath string, mark *uint64, rep *SalvageReport) error {
+	if _, err := os.Stat(jpath); err != nil {
+		return nil
+	}
+	if mark == nil {
+		rep.JournalSkipped = "the damaged file's record of which journal entries it holds is unreadable"
+		return nil
+	}
+	recs, err := readJournal(jpath, *mark)
+	if err != nil {
+		rep.JournalSkipped = err.Error()
+		return nil
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	err = db.bolt.Update(func(tx *bolt.Tx) error {
+		_, err := db.applyJournal(tx, recs)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: salvage %s into %s: %w", jpath, db.path, err)
+	}
+	rep.JournalRecords = len(recs)
+	for _, r := range recs {
+		rep.JournalMessages += len(r.data)
+	}
+	rep.Messages += rep.JournalMessages
+	return nil
 }
 
 func toErrors(ss []string) []error {
@@ -161,6 +218,11 @@ type salvageVisitor struct {
 	sess    *salvSession
 	ops     []func(*bolt.Tx) error
 	opBytes int
+	// journalMark is the journal sequence number the file's tree says it
+	// holds; metaSound is true when the meta bucket, where it is kept, was
+	// read without damage (so a missing mark means none was applied).
+	journalMark *uint64
+	metaSound   bool
 }
 
 const salvageBatch = 1 << 20
@@ -209,6 +271,9 @@ func (v *salvageVisitor) bucket(path [][]byte, name []byte, seq uint64) bool {
 }
 
 func (v *salvageVisitor) bucketEnd(path [][]byte, name []byte, problems int) {
+	if len(path) == 0 && string(name) == BucketMeta {
+		v.metaSound = problems == 0
+	}
 	if len(path) == 1 && string(path[0]) == BucketSessions && v.sess != nil {
 		if problems > 0 {
 			v.rep.SessionsDamaged++
@@ -230,6 +295,10 @@ func (v *salvageVisitor) kv(path [][]byte, k, val []byte) {
 	case top == BucketMeta && len(path) == 1:
 		if string(k) == string(keyUsage) && len(val) == 24 {
 			v.put([][]byte{[]byte(BucketMeta)}, k, val)
+		}
+		if string(k) == string(keyJournal) && len(val) == 8 {
+			mark := binary.BigEndian.Uint64(val)
+			v.journalMark = &mark
 		}
 	case (top == BucketCron || top == BucketDevices) && len(path) == 1:
 		if !json.Valid(val) {

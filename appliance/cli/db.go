@@ -25,7 +25,8 @@ func dbCommand() *Command {
 		Help: `check reads every page and record of perch.db without changing it and exits 1 when it is damaged.
 
 salvage copies every session, message, cron job, device record and sensor reading still readable
-from a damaged database into a new file. By default it reads the newest damaged copy the gateway set
+from a damaged database into a new file, then the latest turns that only the journal beside it
+(FILE.journal) holds. By default it reads the newest damaged copy the gateway set
 aside (perch.db.damaged-<time>) and writes perch.db.salvaged-<time>. To use the result: stop the
 gateway, move perch.db away, move the salvaged file to perch.db, start the gateway.
 
