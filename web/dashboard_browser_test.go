@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -353,6 +354,9 @@ func TestBrowserDashboard(t *testing.T) {
 				if !strings.Contains(txt, want) {
 					t.Errorf("the System panel lacks %q", want)
 				}
+			}
+			if !regexp.MustCompile(`Up for(\d+ seconds?|\d+ min)Language model`).MatchString(txt) {
+				t.Errorf("the uptime does not read in words: %q", txt)
 			}
 			step(t, ctx, "show the logs", chromedp.Click(chromedp.ID("show-logs")))
 			waitFor(t, ctx, "the logs' answer", `!document.getElementById('service-out').hidden && !document.getElementById('service-out').textContent.startsWith('Loading')`)

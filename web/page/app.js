@@ -48,6 +48,15 @@
     for (const [n, name] of units) if (sec % n === 0 && sec >= n) { const k = sec / n; return k + ' ' + name + (k === 1 ? '' : 's'); }
     return sec + ' seconds';
   }
+  // upFor reads like a person would say it: "6 seconds", "2 h 5 min", "3 days 4 h".
+  function upFor(sec) {
+    if (!(sec >= 0)) return '';
+    const d = Math.floor(sec / 86400), h = Math.floor(sec % 86400 / 3600), m = Math.floor(sec % 3600 / 60);
+    if (d > 0) return d + (d === 1 ? ' day' : ' days') + (h ? ' ' + h + ' h' : '');
+    if (h > 0) return h + ' h' + (m ? ' ' + m + ' min' : '');
+    if (m > 0) return m + ' min';
+    return Math.floor(sec) + (Math.floor(sec) === 1 ? ' second' : ' seconds');
+  }
   // seconds reads "90" as seconds and "10m", "1h30m", "2d" as a duration.
   function seconds(s) {
     s = String(s).trim().toLowerCase();
@@ -905,7 +914,7 @@
     f.replaceChildren();
     const add = (k, v) => { if (v === undefined || v === null || v === '') return; f.appendChild(el('dt', '', k)); f.appendChild(el('dd', '', v)); };
     add('Version', st.version);
-    add('Up for', st.uptime);
+    add('Up for', st.uptime_seconds !== undefined ? upFor(st.uptime_seconds) : st.uptime);
     add('Language model', st.model ? st.provider + ', ' + st.model : 'none connected');
     add('Memory', st.memory_mb + ' MB in use (' + st.heap_mb + ' MB heap)');
     if (st.disk) add('Disk', mb(st.disk.free_bytes) + ' free of ' + mb(st.disk.total_bytes) + ' (' + st.disk.path + ')');
