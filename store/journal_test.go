@@ -442,3 +442,30 @@ func TestJournalCleanCloseLeavesNothingToRead(t *testing.T) {
 		t.Fatalf("history %q, replayed %d", contents(h), db.Replayed())
 	}
 }
+
+// TestCheckCountsJournal: `perch db check` after a crash says what waits
+// in the journal, and nothing once the gateway has applied it.
+func TestCheckCountsJournal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db := openAt(t, path, store.Options{})
+	db.Close()
+	db = openAt(t, path, store.Options{})
+	store.HoldJournalForTest(db)
+	db.History("web:a")
+	if err := db.Append("web:a", []chat.Message{user("hi"), assistant("hello")}, chat.Usage{}, 200); err != nil {
+		t.Fatal(err)
+	}
+	store.CrashForTest(db)
+	rep, err := store.CheckFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.JournalRecords != 1 || rep.JournalMessages != 2 || !strings.Contains(rep.String(), "2 messages wait in its journal") {
+		t.Fatalf("check after a crash: %+v\n%s", rep, rep)
+	}
+	db = openAt(t, path, store.Options{})
+	db.Close()
+	if rep, err = store.CheckFile(path); err != nil || rep.JournalRecords != 0 || rep.Messages != 2 {
+		t.Fatalf("check after the replay: %+v, %v", rep, err)
+	}
+}
