@@ -37,14 +37,14 @@ func main() {
 	settle := flag.Duration("settle", 2*time.Second, "wait after ready before reading the idle RSS")
 	idle := flag.Duration("idle", 35*time.Second, "wait after the load before reading the RSS again (the gateway trims after 15-30 s idle)")
 	starts := flag.Int("starts", 11, "restarts of perch and the floor, alternating, whose median start is compared")
-	only := flag.String("only", "", `"start": measure only the start times (a fresh start, then the alternating restarts), not the load or the RSS`)
+	only := flag.String("only", "", `"start": measure only the start times (a fresh start, the load's turns so the database has its size, then the alternating restarts), not the latencies or the RSS`)
 	flag.Parse()
 	var err error
 	switch *only {
 	case "":
 		err = run(os.Stdout, *bin, *floor, *n1, *n16, *settle, *idle, *starts)
 	case "start":
-		err = runStarts(os.Stdout, *bin, *floor, *starts)
+		err = runStarts(os.Stdout, *bin, *floor, *n1, *n16, *starts)
 	default:
 		err = fmt.Errorf("-only %q: the only part that can be measured alone is \"start\"", *only)
 	}
@@ -299,9 +299,10 @@ func writeConfig(home, base string) string {
 }
 
 // runStarts measures the starts alone, as run does: perch's first start on
-// a fresh home, then the alternating restarts of perch and the floor. For
-// work on the start path, where the load and RSS figures take minutes.
-func runStarts(w io.Writer, bin, floorBin string, starts int) error {
+// a fresh home, the same turns as run's loads (so the restarts open a
+// database of the same size), then the alternating restarts of perch and
+// the floor. For work on the start path, where the full run takes minutes.
+func runStarts(w io.Writer, bin, floorBin string, n1, n16, starts int) error {
 	base, stopFake := fakeProvider()
 	defer stopFake()
 	home, err := os.MkdirTemp("", "perch-load-*")
@@ -321,7 +322,13 @@ func runStarts(w io.Writer, bin, floorBin string, starts int) error {
 	if err != nil {
 		return err
 	}
+	if _, _, err = load(client, s, 1, n1); err == nil {
+		_, _, err = load(client, s, 16, n16)
+	}
 	s.stop()
+	if err != nil {
+		return err
+	}
 	floorArgv := []string{floorBin, "-addr", fmt.Sprintf("127.0.0.1:%d", freePort()), "-provider", base, "-dir", home}
 	pStart, fStart, err := medianStarts(client, starts, []string{bin, "gateway"}, []string{"PERCH_HOME=" + home}, url, token, floorArgv)
 	if err != nil {

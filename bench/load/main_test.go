@@ -54,7 +54,7 @@ func TestLoadRunsAgainstTheRealBinary(t *testing.T) {
 	}
 	// -only start: the starts alone, in the same words.
 	out.Reset()
-	if err := runStarts(&out, bin, "", 2); err != nil {
+	if err := runStarts(&out, bin, "", 20, 64, 2); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"exec to /ready 200", "first start (fresh home)", "median of 2 restarts", "floor", "goal <= 1.3x"} {
