@@ -100,12 +100,24 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, fmt.Errorf("workspace %s: %w; check agents.defaults.workspace", ws, err)
 	}
+	// The provider needs neither the database nor anything else built
+	// here: build it while the store opens, on the other core of a board.
+	type built struct {
+		prov *provider.Client
+		err  error
+	}
+	provDone := make(chan built, 1)
+	go func() {
+		p, err := provider.FromConfig(ctx, cfg, log)
+		provDone <- built{p, err}
+	}()
 	db, err := store.Open(cfg.DBPath(), store.Options{LockHolder: func() string {
 		if p, err := pidfile.Read(cfg.PIDPath()); err == nil {
 			return fmt.Sprintf("pid %d", p.PID)
 		}
 		return ""
 	}, SessionTTL: time.Duration(cfg.Agents.Defaults.SessionTTLDays) * 24 * time.Hour})
+	pb := <-provDone // before any return: the goroutine ends here
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +132,7 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 	if c := db.Compaction(); c != nil {
 		log.Info("database compacted", "before_bytes", c.Before, "after_bytes", c.After, "took", c.Duration, "error", c.Error)
 	}
-	prov, err := provider.FromConfig(ctx, cfg, log)
+	prov, err := pb.prov, pb.err
 	switch {
 	case err == nil:
 	case errors.Is(err, provider.ErrNoProvider):

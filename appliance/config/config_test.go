@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -299,5 +300,29 @@ func TestWorkspacePaths(t *testing.T) {
 	}
 	if cfg.WorkspaceDir() != "/srv/perch/ws" || cfg.DBPath() != "/srv/perch/perch.db" {
 		t.Errorf("workspace %s db %s", cfg.WorkspaceDir(), cfg.DBPath())
+	}
+}
+
+// TestUnknownEnvWarns: a PERCH_ variable that names no key is reported with
+// the closest one; known keys (leaves, whole structs such as sensors) and
+// the process's own variables are not.
+func TestUnknownEnvWarns(t *testing.T) {
+	env := map[string]string{"PERCH_GATEWAY_PROT": "1", "PERCH_HOME": "/x", "PERCH_SENSORS": "[]", "PERCH_GATEWAY_PORT": "9000", "PERCH_NOTHING_LIKE_IT_AT_ALL": "1"}
+	cfg, err := Load(Options{Path: writeConfig(t, `{}`), Env: envMap(env), Environ: func() []string {
+		var out []string
+		for k, v := range env {
+			out = append(out, k+"="+v)
+		}
+		return out
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"environment variable PERCH_GATEWAY_PROT names no config key; it is ignored (did you mean PERCH_GATEWAY_PORT?)",
+		"environment variable PERCH_NOTHING_LIKE_IT_AT_ALL names no config key; it is ignored",
+	}
+	if got := cfg.Warnings(); !slices.Equal(got, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

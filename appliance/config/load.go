@@ -10,10 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/perchhq/perch/drivers/sensor"
 )
@@ -74,7 +74,7 @@ func Load(opts Options) (*Config, error) {
 		environ = os.Environ
 	}
 	if environ != nil {
-		cfg.warnings = unknownEnv(cfg, environ())
+		cfg.warnings = unknownEnv(environ())
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
@@ -282,20 +282,15 @@ func (c *Config) Warnings() []string { return c.warnings }
 // processEnv are PERCH_ variables that are not config keys.
 var processEnv = map[string]bool{"PERCH_HOME": true, "PERCH_SHOW_TOKEN": true}
 
-func unknownEnv(cfg *Config, environ []string) []string {
-	var known []string
-	walkLeaves(reflect.ValueOf(cfg).Elem(), "", func(path string, _ reflect.Value) error {
-		known = append(known, EnvName(path))
-		return nil
-	})
+func unknownEnv(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "PERCH_") || processEnv[name] || slices.Contains(known, name) {
+		if !strings.HasPrefix(name, "PERCH_") || processEnv[name] || leafTable().byEnv[name] {
 			continue
 		}
 		msg := fmt.Sprintf("environment variable %s names no config key; it is ignored", name)
-		if c := Closest(name, known); c != "" {
+		if c := Closest(name, leafTable().envs); c != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", c)
 		}
 		out = append(out, msg)
@@ -312,18 +307,15 @@ func EnvName(path string) string {
 // applyEnv replaces values with PERCH_<PATH> variables, then fills empty
 // provider keys from their conventional variables.
 func applyEnv(cfg *Config, env func(string) (string, bool)) error {
-	if err := walkLeaves(reflect.ValueOf(cfg).Elem(), "", func(path string, v reflect.Value) error {
-		name := EnvName(path)
-		s, ok := env(name)
+	root := reflect.ValueOf(cfg).Elem()
+	for _, l := range leafTable().leaves {
+		s, ok := env(l.env)
 		if !ok {
-			return nil
+			continue
 		}
-		if err := setFromString(v, s); err != nil {
-			return fmt.Errorf("config: environment variable %s (key %s): %w", name, path, err)
+		if err := setFromString(root.FieldByIndex(l.index), s); err != nil {
+			return fmt.Errorf("config: environment variable %s (key %s): %w", l.env, l.path, err)
 		}
-		return nil
-	}); err != nil {
-		return err
 	}
 	for _, name := range ProviderNames {
 		p, _ := cfg.Provider(name)
@@ -336,33 +328,53 @@ func applyEnv(cfg *Config, env func(string) (string, bool)) error {
 	return nil
 }
 
-// walkLeaves calls fn for every settable non-struct field with its dotted
-// JSON path. Slices are leaves (set whole, as JSON or comma-separated).
-func walkLeaves(v reflect.Value, path string, fn func(string, reflect.Value) error) error {
-	t := v.Type()
+// leaf is a key an environment variable can set: every non-struct field,
+// and the structs that take a whole value (wholeFromEnv). Slices are
+// leaves (set whole, as JSON or comma-separated).
+type leaf struct {
+	path  string // dotted JSON path
+	env   string // EnvName(path)
+	index []int  // for reflect.Value.FieldByIndex from Config
+}
+
+type leaves struct {
+	leaves []leaf // in field order, depth first
+	envs   []string
+	byEnv  map[string]bool
+}
+
+// leafTable lists the leaves of Config once: the environment overrides,
+// the check for PERCH_ variables that name no key and the secrets list all
+// read it, where each walked the struct by reflection at every start.
+var leafTable = sync.OnceValue(func() *leaves {
+	t := &leaves{byEnv: map[string]bool{}}
+	collectLeaves(reflect.TypeOf(Config{}), "", nil, &t.leaves)
+	for _, l := range t.leaves {
+		t.envs = append(t.envs, l.env)
+		t.byEnv[l.env] = true
+	}
+	return t
+})
+
+var wholeFromEnvType = reflect.TypeOf((*wholeFromEnv)(nil)).Elem()
+
+func collectLeaves(t reflect.Type, path string, index []int, out *[]leaf) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
 		p := join(path, jsonName(f))
-		fv := v.Field(i)
-		if fv.Kind() == reflect.Struct {
-			if _, whole := fv.Addr().Interface().(wholeFromEnv); whole {
-				if err := fn(p, fv); err != nil {
-					return err
-				}
+		idx := append(append([]int(nil), index...), i)
+		if f.Type.Kind() == reflect.Struct {
+			if reflect.PointerTo(f.Type).Implements(wholeFromEnvType) {
+				*out = append(*out, leaf{path: p, env: EnvName(p), index: idx})
 			}
-			if err := walkLeaves(fv, p, fn); err != nil {
-				return err
-			}
+			collectLeaves(f.Type, p, idx, out)
 			continue
 		}
-		if err := fn(p, fv); err != nil {
-			return err
-		}
+		*out = append(*out, leaf{path: p, env: EnvName(p), index: idx})
 	}
-	return nil
 }
 
 func setFromString(v reflect.Value, s string) error {
@@ -430,11 +442,11 @@ type SecretState struct {
 // output that must never show the values.
 func (c *Config) Secrets() []SecretState {
 	var out []SecretState
-	walkLeaves(reflect.ValueOf(c).Elem(), "", func(path string, v reflect.Value) error {
-		if v.Type() == secretType {
-			out = append(out, SecretState{Path: path, Set: v.String() != ""})
+	root := reflect.ValueOf(c).Elem()
+	for _, l := range leafTable().leaves {
+		if v := root.FieldByIndex(l.index); v.Type() == secretType {
+			out = append(out, SecretState{Path: l.path, Set: v.String() != ""})
 		}
-		return nil
-	})
+	}
 	return out
 }

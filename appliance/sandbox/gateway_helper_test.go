@@ -68,7 +68,7 @@ func runGatewayJob(job gatewayJob) (rep gatewayReport) {
 	if job.ABI > 0 && job.ABI < r.abi {
 		r.abi = job.ABI
 	}
-	rep.Cgroup = cgParent(r.cgroups)
+	rep.Cgroup = cgParent(r.tree())
 	for _, line := range job.Lines {
 		stop := make(chan struct{})
 		if job.KillSupervisorOn != "" {

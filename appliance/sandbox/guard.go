@@ -54,25 +54,30 @@ func (e *BlockedError) Error() string {
 	return fmt.Sprintf("sandbox: command refused by deny-list rule %s: %s (matched %q)", e.Rule, e.Reason, e.Command)
 }
 
-var ruleReasons = map[string]string{
-	RulePrivilege:     "privilege escalation (sudo, su, doas, pkexec, run0, systemd-run) is not available; commands run as the gateway's user",
-	RuleRecursiveRm:   "rm with both recursive and force options; delete named files, or use rm -r without -f",
-	RuleWindowsDelete: "forced or recursive delete (del /f /s /q, rd /s, Remove-Item -Recurse -Force)",
-	RuleFormat:        "formatting a disk",
-	RuleMkfs:          "making a filesystem or wiping a disk (mkfs, mke2fs, mkswap, wipefs)",
-	RuleDiskpart:      "disk partitioning with diskpart",
-	RuleDD:            "dd with if= (raw disk copies); use cp, head -c or truncate for files",
-	RuleDiskWrite:     "writing to a disk or memory device",
-	RuleShutdown:      "shutting down, rebooting or suspending the machine",
-	RuleForkBomb:      "a fork bomb (a function that starts itself in the background or in a pipe)",
-	RuleNesting:       "command strings nested too deeply to check",
-}
+// The tables below are built on first use, like the regexps: every
+// command's launcher is this binary, and it and the gateway would
+// otherwise build them at every start.
+var ruleReasons = sync.OnceValue(func() map[string]string {
+	return map[string]string{
+		RulePrivilege:     "privilege escalation (sudo, su, doas, pkexec, run0, systemd-run) is not available; commands run as the gateway's user",
+		RuleRecursiveRm:   "rm with both recursive and force options; delete named files, or use rm -r without -f",
+		RuleWindowsDelete: "forced or recursive delete (del /f /s /q, rd /s, Remove-Item -Recurse -Force)",
+		RuleFormat:        "formatting a disk",
+		RuleMkfs:          "making a filesystem or wiping a disk (mkfs, mke2fs, mkswap, wipefs)",
+		RuleDiskpart:      "disk partitioning with diskpart",
+		RuleDD:            "dd with if= (raw disk copies); use cp, head -c or truncate for files",
+		RuleDiskWrite:     "writing to a disk or memory device",
+		RuleShutdown:      "shutting down, rebooting or suspending the machine",
+		RuleForkBomb:      "a fork bomb (a function that starts itself in the background or in a pipe)",
+		RuleNesting:       "command strings nested too deeply to check",
+	}
+})
 
 func blocked(rule, cmd string) *BlockedError {
 	if len(cmd) > 200 {
 		cmd = cmd[:200] + "…"
 	}
-	return &BlockedError{Rule: rule, Reason: ruleReasons[rule], Command: cmd}
+	return &BlockedError{Rule: rule, Reason: ruleReasons()[rule], Command: cmd}
 }
 
 // maxNesting bounds sh -c / eval / $(…) nesting; deeper lines are refused.
@@ -181,10 +186,12 @@ func checkForkBomb(toks []tok) *BlockedError {
 var assignRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*\+?=`) })
 
 // reservedPrefixes come before a command without being one.
-var reservedPrefixes = map[string]bool{
-	"!": true, "if": true, "then": true, "elif": true, "else": true, "do": true,
-	"while": true, "until": true, "time": true, "fi": true, "done": true, "esac": true,
-}
+var reservedPrefixes = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"!": true, "if": true, "then": true, "elif": true, "else": true, "do": true,
+		"while": true, "until": true, "time": true, "fi": true, "done": true, "esac": true,
+	}
+})
 
 // wrapper describes a command that runs the rest of its arguments as a
 // command: which of its options take a separate argument, and how many
@@ -194,68 +201,82 @@ type wrapper struct {
 	positional int
 }
 
-var wrappers = map[string]wrapper{
-	"command":  {},
-	"builtin":  {},
-	"exec":     {argOpts: []string{"-a"}},
-	"nohup":    {},
-	"nice":     {argOpts: []string{"-n", "--adjustment"}},
-	"ionice":   {argOpts: []string{"-c", "-n", "-p", "--class", "--classdata"}},
-	"chrt":     {positional: 1},
-	"taskset":  {argOpts: []string{"-c", "--cpu-list"}, positional: 1},
-	"setsid":   {},
-	"stdbuf":   {argOpts: []string{"-i", "-o", "-e", "--input", "--output", "--error"}},
-	"unbuffer": {},
-	"env":      {argOpts: []string{"-u", "--unset", "-C", "--chdir"}},
-	"timeout":  {argOpts: []string{"-s", "--signal", "-k", "--kill-after"}, positional: 1},
-	"time":     {argOpts: []string{"-f", "--format", "-o", "--output"}},
-	"xargs": {argOpts: []string{"-I", "-n", "-P", "-d", "-s", "-L", "-E", "-a",
-		"--max-args", "--max-procs", "--delimiter", "--max-chars", "--max-lines", "--arg-file", "--eof"}},
-	"busybox":   {},
-	"flock":     {argOpts: []string{"-w", "--timeout", "-E", "--conflict-exit-code"}, positional: 1},
-	"strace":    {argOpts: []string{"-o", "-e", "-p", "-s", "-u", "-a", "-E", "-O", "-S", "-X", "-P", "-I", "-b"}},
-	"ltrace":    {argOpts: []string{"-o", "-e", "-p", "-s", "-u", "-a"}},
-	"catchsegv": {},
-	"fakeroot":  {},
-	"firejail":  {},
-	"proot":     {},
-	"sg":        {positional: 1},
-}
+var wrappers = sync.OnceValue(func() map[string]wrapper {
+	return map[string]wrapper{
+		"command":  {},
+		"builtin":  {},
+		"exec":     {argOpts: []string{"-a"}},
+		"nohup":    {},
+		"nice":     {argOpts: []string{"-n", "--adjustment"}},
+		"ionice":   {argOpts: []string{"-c", "-n", "-p", "--class", "--classdata"}},
+		"chrt":     {positional: 1},
+		"taskset":  {argOpts: []string{"-c", "--cpu-list"}, positional: 1},
+		"setsid":   {},
+		"stdbuf":   {argOpts: []string{"-i", "-o", "-e", "--input", "--output", "--error"}},
+		"unbuffer": {},
+		"env":      {argOpts: []string{"-u", "--unset", "-C", "--chdir"}},
+		"timeout":  {argOpts: []string{"-s", "--signal", "-k", "--kill-after"}, positional: 1},
+		"time":     {argOpts: []string{"-f", "--format", "-o", "--output"}},
+		"xargs": {argOpts: []string{"-I", "-n", "-P", "-d", "-s", "-L", "-E", "-a",
+			"--max-args", "--max-procs", "--delimiter", "--max-chars", "--max-lines", "--arg-file", "--eof"}},
+		"busybox":   {},
+		"flock":     {argOpts: []string{"-w", "--timeout", "-E", "--conflict-exit-code"}, positional: 1},
+		"strace":    {argOpts: []string{"-o", "-e", "-p", "-s", "-u", "-a", "-E", "-O", "-S", "-X", "-P", "-I", "-b"}},
+		"ltrace":    {argOpts: []string{"-o", "-e", "-p", "-s", "-u", "-a"}},
+		"catchsegv": {},
+		"fakeroot":  {},
+		"firejail":  {},
+		"proot":     {},
+		"sg":        {positional: 1},
+	}
+})
 
-var shells = map[string]bool{
-	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ash": true,
-	"mksh": true, "yash": true, "posh": true, "rbash": true,
-}
+var shells = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ash": true,
+		"mksh": true, "yash": true, "posh": true, "rbash": true,
+	}
+})
 
-var privilegeCmds = map[string]bool{
-	"sudo": true, "sudoedit": true, "su": true, "doas": true, "pkexec": true, "run0": true,
-	"systemd-run": true,
-}
+var privilegeCmds = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"sudo": true, "sudoedit": true, "su": true, "doas": true, "pkexec": true, "run0": true,
+		"systemd-run": true,
+	}
+})
 
-var mkfsCmds = map[string]bool{
-	"mkfs": true, "mke2fs": true, "mkswap": true, "mkdosfs": true, "mkntfs": true,
-	"mkexfatfs": true, "wipefs": true,
-}
+var mkfsCmds = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"mkfs": true, "mke2fs": true, "mkswap": true, "mkdosfs": true, "mkntfs": true,
+		"mkexfatfs": true, "wipefs": true,
+	}
+})
 
-var shutdownCmds = map[string]bool{
-	"shutdown": true, "reboot": true, "poweroff": true, "halt": true, "kexec": true,
-	"openrc-shutdown": true,
-}
+var shutdownCmds = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"shutdown": true, "reboot": true, "poweroff": true, "halt": true, "kexec": true,
+		"openrc-shutdown": true,
+	}
+})
 
-var shutdownVerbs = map[string]bool{
-	"poweroff": true, "reboot": true, "halt": true, "kexec": true, "soft-reboot": true,
-	"rescue": true, "emergency": true, "suspend": true, "hibernate": true, "hybrid-sleep": true,
-	"suspend-then-hibernate": true, "sleep": true,
-	"poweroff.target": true, "reboot.target": true, "halt.target": true, "kexec.target": true,
-	"rescue.target": true, "emergency.target": true, "ctrl-alt-del.target": true, "soft-reboot.target": true,
-	"suspend.target": true, "hibernate.target": true,
-}
+var shutdownVerbs = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"poweroff": true, "reboot": true, "halt": true, "kexec": true, "soft-reboot": true,
+		"rescue": true, "emergency": true, "suspend": true, "hibernate": true, "hybrid-sleep": true,
+		"suspend-then-hibernate": true, "sleep": true,
+		"poweroff.target": true, "reboot.target": true, "halt.target": true, "kexec.target": true,
+		"rescue.target": true, "emergency.target": true, "ctrl-alt-del.target": true, "soft-reboot.target": true,
+		"suspend.target": true, "hibernate.target": true,
+	}
+})
 
 // writeCmds write to the paths they are given.
-var writeCmds = map[string]bool{
-	"tee": true, "cp": true, "mv": true, "install": true, "shred": true, "truncate": true,
-	"ln": true, "rsync": true, "pv": true,
-}
+var writeCmds = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"tee": true, "cp": true, "mv": true, "install": true, "shred": true, "truncate": true,
+		"ln": true, "rsync": true, "pv": true,
+	}
+})
 
 // Compiled on first use: every command start-up (the launcher is this
 // binary) would otherwise pay for it.
@@ -306,14 +327,14 @@ func checkSimple(c simpleCmd, vars map[string]string, depth int) *BlockedError {
 		}
 		name := commandName(w)
 		switch {
-		case reservedPrefixes[name]:
+		case reservedPrefixes()[name]:
 			words = words[1:]
 			continue
 		case name == "for" || name == "select" || name == "case" || name == "in" || name == "function":
 			return nil
-		case privilegeCmds[name]:
+		case privilegeCmds()[name]:
 			return blocked(RulePrivilege, show)
-		case shells[name]:
+		case shells()[name]:
 			for _, script := range shellScripts(words[1:]) {
 				if b := checkLine(script, depth+1); b != nil {
 					return b
@@ -347,7 +368,7 @@ func checkSimple(c simpleCmd, vars map[string]string, depth int) *BlockedError {
 		case name == "env" && hasSplitString(words[1:]):
 			return checkLine(splitStringArg(words[1:]), depth+1)
 		}
-		if wr, ok := wrappers[name]; ok {
+		if wr, ok := wrappers()[name]; ok {
 			words = skipOptions(words[1:], wr)
 			if name == "env" {
 				for len(words) > 0 && strings.Contains(words[0], "=") {
@@ -528,7 +549,7 @@ func checkRules(name string, args []string, show string) *BlockedError {
 		}
 	case name == "format" || name == "format.com":
 		return blocked(RuleFormat, show)
-	case mkfsCmds[name] || strings.HasPrefix(name, "mkfs."):
+	case mkfsCmds()[name] || strings.HasPrefix(name, "mkfs."):
 		return blocked(RuleMkfs, show)
 	case name == "diskpart" || name == "diskpart.exe":
 		return blocked(RuleDiskpart, show)
@@ -543,7 +564,7 @@ func checkRules(name string, args []string, show string) *BlockedError {
 				}
 			}
 		}
-	case shutdownCmds[name]:
+	case shutdownCmds()[name]:
 		return blocked(RuleShutdown, show)
 	case name == "init" || name == "telinit":
 		for _, a := range lower {
@@ -553,11 +574,11 @@ func checkRules(name string, args []string, show string) *BlockedError {
 		}
 	case name == "systemctl" || name == "loginctl":
 		for _, a := range lower {
-			if shutdownVerbs[a] {
+			if shutdownVerbs()[a] {
 				return blocked(RuleShutdown, show)
 			}
 		}
-	case writeCmds[name]:
+	case writeCmds()[name]:
 		for _, a := range args {
 			if !strings.HasPrefix(a, "-") {
 				if b := writeTarget(a, show); b != nil {

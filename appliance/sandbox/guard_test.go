@@ -287,7 +287,7 @@ func FuzzDenyList(f *testing.F) {
 			return
 		}
 		var be *BlockedError
-		if !errors.As(err, &be) || be.Rule == "" || ruleReasons[be.Rule] == "" {
+		if !errors.As(err, &be) || be.Rule == "" || ruleReasons()[be.Rule] == "" {
 			t.Fatalf("refusal without a known rule: %v", err)
 		}
 		if CheckCommand("true; "+line) == nil {

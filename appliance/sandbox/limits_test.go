@@ -80,9 +80,9 @@ func testRootLosesItsPowers(t *testing.T, user string) {
 // cgroups: the highest task count (pids.peak, else pids.current) and how
 // many forks the limit refused (pids.events "max"), summed over them.
 func cgroupStats(r *Runner) (peak, refused int) {
-	dirs, _ := filepath.Glob(filepath.Join(cgParent(r.cgroups), fmt.Sprintf("%s%d-*", cgroupPrefix, os.Getpid())))
-	if r.cgroups.v1Pids != "" {
-		dirs, _ = filepath.Glob(filepath.Join(r.cgroups.v1Pids, fmt.Sprintf("%s%d-*", cgroupPrefix, os.Getpid())))
+	dirs, _ := filepath.Glob(filepath.Join(cgParent(r.tree()), fmt.Sprintf("%s%d-*", cgroupPrefix, os.Getpid())))
+	if r.tree().v1Pids != "" {
+		dirs, _ = filepath.Glob(filepath.Join(r.tree().v1Pids, fmt.Sprintf("%s%d-*", cgroupPrefix, os.Getpid())))
 	}
 	for _, d := range dirs {
 		b, err := os.ReadFile(filepath.Join(d, "pids.peak"))
@@ -131,7 +131,7 @@ func TestForkBombIsContained(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the tests run unprivileged, where no cgroup is used: TestForkBombIsContainedUnprivileged covers RLIMIT_NPROC")
 	}
-	if r.cgroups == nil || !r.cgroups.limitsTasks() {
+	if r.tree() == nil || !r.tree().limitsTasks() {
 		t.Skip("the tests run as root and no pids cgroup can be made here; the kernel ignores RLIMIT_NPROC for root, so a fork bomb would not be contained (TestForkBombIsContainedUnprivileged still runs)")
 	}
 	var refused int

@@ -79,7 +79,7 @@ func TestTreeDiesWithItsSupervisor(t *testing.T) {
 	t.Run("gateway-user", func(t *testing.T) {
 		f := newFixture(t)
 		r := f.newRunner(t, Options{Timeout: 60 * time.Second})
-		if os.Geteuid() != 0 && r.cgroups == nil {
+		if os.Geteuid() != 0 && r.tree() == nil {
 			r.abi = min(r.abi, 5) // no cgroup: the process group must do
 		}
 		stop := make(chan struct{})

@@ -151,7 +151,8 @@ type Result struct {
 }
 
 // Runner runs command lines confined. It is safe for concurrent use and
-// holds no goroutine or process between calls.
+// holds no goroutine or process between calls (but for New's cgroup probe,
+// which ends by itself within milliseconds).
 type Runner struct {
 	ws        string // absolute, symlinks resolved
 	timeout   time.Duration
@@ -162,12 +163,15 @@ type Runner struct {
 	secrets   secrets
 	log       *slog.Logger
 
-	user    *execUser // who commands run as, when not the gateway's user
-	hide    string    // a parent of ws user cannot pass through (reveal.go)
-	abi     int       // Landlock ABI in use; 0 when unavailable
-	why     string    // why Landlock is unavailable
-	cgroups *cgroups  // where each command gets a cgroup; nil when nowhere
-	pgid    int       // the gateway's process group (for the seccomp filter)
+	user *execUser // who commands run as, when not the gateway's user
+	hide string    // a parent of ws user cannot pass through (reveal.go)
+	abi  int       // Landlock ABI in use; 0 when unavailable
+	why  string    // why Landlock is unavailable
+	pgid int       // the gateway's process group (for the seccomp filter)
+	// cgroups is where each command gets a cgroup (nil when nowhere),
+	// written by the probe before it closes probed; read it through tree.
+	cgroups *cgroups
+	probed  chan struct{}
 	seq     atomic.Uint64
 }
 
@@ -243,28 +247,74 @@ func New(o Options) (*Runner, error) {
 	r.removeStaleTemps()
 
 	r.pgid = syscall.Getpgrp()
+	// Finding where commands get a cgroup makes and removes one, which
+	// takes milliseconds (cgroupfs) that the gateway's start need not
+	// wait for: no command runs before a turn, and Run waits for the
+	// probe (tree), so every command has what it would have had.
+	// The probe reads what New found through f, never r's fields, which
+	// are the callers' from here on.
+	f := r.facts()
+	r.probed = make(chan struct{})
+	go func() {
+		defer close(r.probed)
+		r.cgroups = probeTree(f)
+	}()
+	return r, nil
+}
 
-	cg, cgErr := findCgroups(os.Geteuid() == 0)
-	r.cgroups = cg
+// facts are what New found that its log line says beside the cgroups.
+type facts struct {
+	log               *slog.Logger
+	rootCommands      bool // commands run as uid 0
+	protect           bool // see protectSupervisor
+	abi               int
+	require, denyUnix bool
+	why, status, ws   string
+	user              string // tools.exec.user in use, or ""
+	gatewayRoot       bool
+	timeout           time.Duration
+}
+
+func (r *Runner) facts() facts {
+	f := facts{log: r.log, rootCommands: r.commandUID() == 0, protect: r.protectSupervisor(), abi: r.abi,
+		require: r.require, denyUnix: r.denyUnix(), why: r.why, status: r.statusText(), ws: r.ws,
+		gatewayRoot: os.Geteuid() == 0, timeout: r.timeout}
+	if r.user != nil {
+		f.user = r.user.name
+	}
+	return f
+}
+
+// probeTree finds where commands get a cgroup and logs once what the
+// sandbox enforces.
+func probeTree(f facts) *cgroups {
+	cg, cgErr := findCgroups(f.gatewayRoot)
 	procLimit := "RLIMIT_NPROC"
 	switch {
 	case cg != nil && cg.limitsTasks():
 		procLimit = "pids cgroup"
-	case r.commandUID() == 0:
+	case f.rootCommands:
 		procLimit = "none"
-		r.log.Warn("sandbox: commands run as root (tools.exec.user), where the kernel ignores RLIMIT_NPROC, and no pids cgroup can be made, so a fork bomb in a command is bounded only by its timeout; set tools.exec.user to an unprivileged user",
+		f.log.Warn("sandbox: commands run as root (tools.exec.user), where the kernel ignores RLIMIT_NPROC, and no pids cgroup can be made, so a fork bomb in a command is bounded only by its timeout; set tools.exec.user to an unprivileged user",
 			"reason", cgErr)
 	}
 	tree := "cgroup " + cgParent(cg)
 	if cg == nil || cg.parent == "" {
 		tree = "supervisor"
-		if r.protectSupervisor() {
+		if f.protect {
 			tree = "supervisor, signals to it refused, process group kept"
 		}
-		r.log.Info("sandbox: commands get no cgroup of their own; under systemd, perch.service's Delegate= gives the gateway one to make them in", "reason", cgErr)
+		f.log.Info("sandbox: commands get no cgroup of their own; under systemd, perch.service's Delegate= gives the gateway one to make them in", "reason", cgErr)
 	}
-	r.logStartup(procLimit, tree)
-	return r, nil
+	logStartup(f, procLimit, tree)
+	return cg
+}
+
+// tree returns where commands get a cgroup (nil when nowhere), once New's
+// probe has found out.
+func (r *Runner) tree() *cgroups {
+	<-r.probed
+	return r.cgroups
 }
 
 // cgParent names where command cgroups are made, for logs and tests.
@@ -286,46 +336,46 @@ func (r *Runner) protectSupervisor() bool {
 	return r.abi < 6 && r.commandUID() == os.Geteuid()
 }
 
-func (r *Runner) logStartup(procLimit, tree string) {
-	if r.abi == 0 {
-		if r.require {
-			r.log.Error("sandbox: Landlock is unavailable and tools.exec.require_sandbox is true: exec and command jobs are refused",
-				"reason", r.why)
+func logStartup(f facts, procLimit, tree string) {
+	if f.abi == 0 {
+		if f.require {
+			f.log.Error("sandbox: Landlock is unavailable and tools.exec.require_sandbox is true: exec and command jobs are refused",
+				"reason", f.why)
 		} else {
-			r.log.Warn("sandbox: Landlock is unavailable: commands run with the deny list, resource limits and a clean environment only, and can read whatever the gateway's user can (set tools.exec.require_sandbox to refuse them instead)",
-				"reason", r.why)
+			f.log.Warn("sandbox: Landlock is unavailable: commands run with the deny list, resource limits and a clean environment only, and can read whatever the gateway's user can (set tools.exec.require_sandbox to refuse them instead)",
+				"reason", f.why)
 		}
 	} else {
 		var missing []string
-		if r.abi < 3 {
+		if f.abi < 3 {
 			missing = append(missing, "truncate(2) outside the workspace (ABI 3)")
 		}
-		if r.abi < 5 {
+		if f.abi < 5 {
 			missing = append(missing, "ioctl on device files (ABI 5)")
 		}
-		if r.abi < 6 {
+		if f.abi < 6 {
 			missing = append(missing, "signals to the gateway and abstract UNIX sockets (ABI 6)")
 		}
-		if r.abi < 9 {
+		if f.abi < 9 {
 			missing = append(missing, "connecting to UNIX sockets outside the workspace (ABI 9)")
 		}
 		if len(missing) > 0 {
-			r.log.Info("sandbox: this kernel's Landlock cannot restrict: "+strings.Join(missing, "; "), "abi", r.abi)
+			f.log.Info("sandbox: this kernel's Landlock cannot restrict: "+strings.Join(missing, "; "), "abi", f.abi)
 		}
 	}
-	if r.denyUnix() {
-		r.log.Warn("sandbox: commands run as root (tools.exec.user) and this kernel's Landlock cannot restrict UNIX sockets, so they get none (no D-Bus, syslog or Docker); set tools.exec.user to an unprivileged user")
+	if f.denyUnix {
+		f.log.Warn("sandbox: commands run as root (tools.exec.user) and this kernel's Landlock cannot restrict UNIX sockets, so they get none (no D-Bus, syslog or Docker); set tools.exec.user to an unprivileged user")
 	}
 	runAs := "the gateway's user"
 	switch {
-	case r.user != nil:
-		runAs = r.user.name
-	case os.Geteuid() == 0:
+	case f.user != "":
+		runAs = f.user
+	case f.gatewayRoot:
 		runAs = "root without capabilities"
-		r.log.Warn("sandbox: tools.exec.user is root: commands can read every root-only file Landlock allows (under /etc, most of all); set it to an unprivileged user such as nobody")
+		f.log.Warn("sandbox: tools.exec.user is root: commands can read every root-only file Landlock allows (under /etc, most of all); set it to an unprivileged user such as nobody")
 	}
-	r.log.Info("sandbox ready", "landlock", r.statusText(), "workspace", r.ws,
-		"timeout", r.timeout, "process_limit", procLimit, "tree_ends_by", tree, "commands_run_as", runAs)
+	f.log.Info("sandbox ready", "landlock", f.status, "workspace", f.ws,
+		"timeout", f.timeout, "process_limit", procLimit, "tree_ends_by", tree, "commands_run_as", runAs)
 }
 
 // Status reports the sandbox for the /ready "sandbox" check: "landlock ABI
@@ -415,17 +465,17 @@ func (r *Runner) Run(ctx context.Context, c Command) (Result, error) {
 		spec.Rules = buildRules(r.ws, readOnlyRoots, devices, r.secrets)
 	}
 	var cg *commandCgroup
-	if r.cgroups != nil {
-		if cg, err = r.cgroups.create(fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), n), r.limits.Processes); err != nil {
+	if tree := r.tree(); tree != nil {
+		if cg, err = tree.create(fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), n), r.limits.Processes); err != nil {
 			return Result{}, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
 		defer func() {
-			if err := r.cgroups.remove(cg); err != nil {
+			if err := tree.remove(cg); err != nil {
 				r.log.Warn("sandbox: cgroup left behind", "err", err)
 			}
 		}()
 		spec.Cgroups = cg.dirs()
-		spec.TasksLimited = r.cgroups.limitsTasks()
+		spec.TasksLimited = tree.limitsTasks()
 	}
 	if r.protectSupervisor() {
 		spec.Protect, spec.GatewayPID, spec.GatewayPGID = true, os.Getpid(), r.pgid

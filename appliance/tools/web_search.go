@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/net/html"
+	"github.com/perchhq/perch/appliance/tools/htmlscan"
 )
 
 // WebSearchOptions configures web_search.
@@ -192,11 +192,10 @@ func (s *webSearch) keyless(ctx context.Context, query string) ([]searchResult, 
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("the keyless search page answered HTTP %d; try again later, or set tools.web.search.api_key to use the search API", resp.StatusCode)
 	}
-	doc, err := html.Parse(io.LimitReader(resp.Body, maxSearchBody))
+	results, challenged, err := parseDDG(io.LimitReader(resp.Body, maxSearchBody))
 	if err != nil {
 		return nil, fmt.Errorf("the keyless search page did not parse: %w", err)
 	}
-	results, challenged := parseDDG(doc)
 	if len(results) == 0 && challenged {
 		return nil, errors.New("DuckDuckGo answered with a bot check instead of results; try again later, or set tools.web.search.api_key to use the search API")
 	}
@@ -206,48 +205,160 @@ func (s *webSearch) keyless(ctx context.Context, query string) ([]searchResult, 
 // parseDDG collects the organic results of a DuckDuckGo HTML page: elements
 // of class "result" holding a "result__a" title link and a
 // "result__snippet". Ads (class "result--ad", or links to its y.js ad
-// redirector) are skipped. challenged reports a bot-check page.
-func parseDDG(doc *html.Node) (results []searchResult, challenged bool) {
-	var walk func(n *html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode {
-			classes := strings.Fields(attr(n, "class"))
-			switch {
-			case hasClass(classes, "result"):
-				if r, ok := ddgResult(n, classes); ok {
-					results = append(results, r)
+// redirector) are skipped. challenged reports a bot-check page (an element
+// whose class or form action names the "anomaly" check, outside results).
+//
+// It reads the page as a stream of tags, keeping the open elements on a
+// stack, which is the page's tree as far as results go: a result is the
+// first "result__a" and the first "result__snippet" below an element of
+// class "result", their text with white space collapsed.
+func parseDDG(r io.Reader) (results []searchResult, challenged bool, err error) {
+	z := htmlscan.NewTokenizer(r)
+	var (
+		open []string // names of the open elements, outermost first
+		// The result being read: the depth of its element (0 when none),
+		// its classes, and the depth of its title and snippet elements
+		// while their text is read (0 when not in one).
+		result                 int
+		resultClasses          []string
+		title, snippet         int
+		href                   string
+		titleText, snippetText strings.Builder
+		haveTitle, haveSnippet bool
+	)
+	finish := func() {
+		if r, ok := ddgResult(resultClasses, haveTitle, href, titleText.String(), haveSnippet, snippetText.String()); ok {
+			results = append(results, r)
+		}
+		result, title, snippet, href, haveTitle, haveSnippet = 0, 0, 0, "", false, false
+		titleText.Reset()
+		snippetText.Reset()
+	}
+	for {
+		tt := z.Next()
+		switch tt {
+		case htmlscan.ErrorToken:
+			if err := z.Err(); err != io.EOF {
+				return nil, false, err
+			}
+			if result > 0 {
+				finish()
+			}
+			return results, challenged, nil
+		case htmlscan.TextToken:
+			if title > 0 {
+				titleText.Write(z.Text())
+			}
+			if snippet > 0 {
+				snippetText.Write(z.Text())
+			}
+		case htmlscan.StartTagToken, htmlscan.SelfClosingTagToken:
+			name, hasAttr := z.TagName()
+			var class, action, link string
+			for more := hasAttr; more; {
+				var k, v []byte
+				k, v, more = z.TagAttr()
+				switch string(k) {
+				case "class":
+					if class == "" {
+						class = string(v)
+					}
+				case "action":
+					if action == "" {
+						action = string(v)
+					}
+				case "href":
+					if link == "" {
+						link = string(v)
+					}
 				}
-				return
-			case strings.Contains(attr(n, "class"), "anomaly") || strings.Contains(attr(n, "action"), "anomaly"):
+			}
+			void := voidElement(string(name))
+			depth := len(open) + 1 // the depth this element has while open
+			classes := strings.Fields(class)
+			switch {
+			case result == 0 && hasClass(classes, "result"):
+				if void {
+					// An empty result: no title below it.
+					resultClasses = classes
+					finish()
+					break
+				}
+				result, resultClasses = depth, classes
+			case result > 0:
+				if !haveTitle && hasClass(classes, "result__a") {
+					haveTitle, href = true, link
+					if !void {
+						title = depth
+					}
+				}
+				if !haveSnippet && hasClass(classes, "result__snippet") {
+					haveSnippet = true
+					if !void {
+						snippet = depth
+					}
+				}
+			case strings.Contains(class, "anomaly") || strings.Contains(action, "anomaly"):
 				challenged = true
 			}
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
+			if !void {
+				open = append(open, string(name))
+			}
+		case htmlscan.EndTagToken:
+			name, _ := z.TagName()
+			// An end tag closes the innermost open element of its name
+			// and those left open inside it; one that matches none is
+			// ignored, as a browser does.
+			i := len(open) - 1
+			for i >= 0 && open[i] != string(name) {
+				i--
+			}
+			if i < 0 {
+				continue
+			}
+			open = open[:i]
+			if title > len(open) {
+				title = 0
+			}
+			if snippet > len(open) {
+				snippet = 0
+			}
+			if result > len(open) {
+				finish()
+			}
 		}
 	}
-	walk(doc)
-	return results, challenged
 }
 
-func ddgResult(n *html.Node, classes []string) (searchResult, bool) {
-	if hasClass(classes, "result--ad") || hasClass(classes, "result--no-result") {
+// voidElement reports the elements that have no end tag and hold nothing.
+func voidElement(name string) bool {
+	switch name {
+	case "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr", "keygen":
+		return true
+	}
+	return false
+}
+
+// ddgResult makes a result of what a "result" element held, or reports
+// that it is none: an ad, the "no results" notice, no title link, a link
+// that is no page.
+func ddgResult(classes []string, haveTitle bool, href, title string, haveSnippet bool, snippet string) (searchResult, bool) {
+	if hasClass(classes, "result--ad") || hasClass(classes, "result--no-result") || !haveTitle {
 		return searchResult{}, false
 	}
-	title := findClass(n, "result__a")
-	if title == nil {
-		return searchResult{}, false
-	}
-	link := ddgTarget(attr(title, "href"))
+	link := ddgTarget(href)
 	if link == "" {
 		return searchResult{}, false
 	}
-	r := searchResult{Title: nodeText(title), URL: link}
-	if sn := findClass(n, "result__snippet"); sn != nil {
-		r.Snippet = nodeText(sn)
+	r := searchResult{Title: collapse(title), URL: link}
+	if haveSnippet {
+		r.Snippet = collapse(snippet)
 	}
 	return r, r.Title != ""
 }
+
+// collapse joins the words of s with single spaces.
+func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // ddgTarget turns a result link into the page's own URL: DuckDuckGo wraps
 // links as //duckduckgo.com/l/?uddg=<escaped URL>. Ad redirects and links
@@ -273,15 +384,6 @@ func ddgTarget(href string) string {
 	return u.String()
 }
 
-func attr(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return a.Val
-		}
-	}
-	return ""
-}
-
 func hasClass(classes []string, c string) bool {
 	for _, x := range classes {
 		if x == c {
@@ -291,44 +393,15 @@ func hasClass(classes []string, c string) bool {
 	return false
 }
 
-// findClass returns the first element below n carrying class c.
-func findClass(n *html.Node, c string) *html.Node {
-	for ch := n.FirstChild; ch != nil; ch = ch.NextSibling {
-		if ch.Type == html.ElementNode && hasClass(strings.Fields(attr(ch, "class")), c) {
-			return ch
-		}
-		if f := findClass(ch, c); f != nil {
-			return f
-		}
-	}
-	return nil
-}
-
-// nodeText is the text below n with white space collapsed.
-func nodeText(n *html.Node) string {
-	var sb strings.Builder
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.TextNode {
-			sb.WriteString(n.Data)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return strings.Join(strings.Fields(sb.String()), " ")
-}
-
 // inlineText strips tags and decodes entities in a short HTML fragment.
 func inlineText(s string) string {
 	var sb strings.Builder
-	z := html.NewTokenizer(strings.NewReader(s))
+	z := htmlscan.NewTokenizer(strings.NewReader(s))
 	for {
 		switch z.Next() {
-		case html.ErrorToken:
-			return strings.Join(strings.Fields(sb.String()), " ")
-		case html.TextToken:
+		case htmlscan.ErrorToken:
+			return collapse(sb.String())
+		case htmlscan.TextToken:
 			sb.Write(z.Text())
 		}
 	}

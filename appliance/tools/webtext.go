@@ -8,8 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/net/html"
-	"golang.org/x/net/html/atom"
+	"github.com/perchhq/perch/appliance/tools/htmlscan"
 )
 
 // pageText is the readable text of an HTML page.
@@ -28,12 +27,12 @@ type pageText struct {
 // a tokenizer, so memory stays at the kept text (limit characters) whatever
 // the page's size.
 func htmlToText(r io.Reader, limit int) (pageText, error) {
-	z := html.NewTokenizer(r)
+	z := htmlscan.NewTokenizer(r)
 	w := &textWriter{limit: limit}
 	var (
 		title     strings.Builder
 		inTitle   bool
-		skip      []atom.Atom // open skipped elements, innermost last
+		skip      []string // open skipped elements, innermost last
 		pre       int
 		lists     []int // per open list: -1 unordered, else the last number
 		rowCells  int
@@ -42,12 +41,12 @@ func htmlToText(r io.Reader, limit int) (pageText, error) {
 	for !tokenDone {
 		tt := z.Next()
 		switch tt {
-		case html.ErrorToken:
+		case htmlscan.ErrorToken:
 			if err := z.Err(); err != io.EOF {
 				return pageText{}, err
 			}
 			tokenDone = true
-		case html.TextToken:
+		case htmlscan.TextToken:
 			switch {
 			case len(skip) > 0:
 			case inTitle:
@@ -57,39 +56,38 @@ func htmlToText(r io.Reader, limit int) (pageText, error) {
 			default:
 				w.text(z.Text(), pre > 0)
 			}
-		case html.StartTagToken, html.SelfClosingTagToken:
+		case htmlscan.StartTagToken, htmlscan.SelfClosingTagToken:
 			name, hasAttr := z.TagName()
-			a := atom.Lookup(name)
 			if len(skip) > 0 {
-				if tt == html.StartTagToken && a == skip[len(skip)-1] {
-					skip = append(skip, a) // nested same element
+				if tt == htmlscan.StartTagToken && string(name) == skip[len(skip)-1] {
+					skip = append(skip, skip[len(skip)-1]) // nested same element
 				}
 				continue
 			}
-			switch a {
-			case atom.Script, atom.Style, atom.Noscript, atom.Nav, atom.Template, atom.Svg, atom.Iframe, atom.Object:
-				if tt == html.StartTagToken {
+			switch a := string(name); a {
+			case "script", "style", "noscript", "nav", "template", "svg", "iframe", "object":
+				if tt == htmlscan.StartTagToken {
 					skip = append(skip, a)
 				}
-			case atom.Title:
-				inTitle = tt == html.StartTagToken
-			case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+			case "title":
+				inTitle = tt == htmlscan.StartTagToken
+			case "h1", "h2", "h3", "h4", "h5", "h6":
 				w.block(2)
 				w.marker = strings.Repeat("#", int(name[1]-'0')) + " "
-			case atom.P, atom.Blockquote, atom.Table, atom.Figure, atom.Section, atom.Article,
-				atom.Main, atom.Header, atom.Footer, atom.Aside, atom.Form, atom.Fieldset,
-				atom.Details, atom.Address, atom.Dl, atom.Hr:
+			case "p", "blockquote", "table", "figure", "section", "article",
+				"main", "header", "footer", "aside", "form", "fieldset",
+				"details", "address", "dl", "hr":
 				w.block(2)
-			case atom.Pre:
+			case "pre":
 				w.block(2)
 				pre++
 				w.skipNL = true // HTML ignores a line break right after <pre>
-			case atom.Ul, atom.Ol:
+			case "ul", "ol":
 				if len(lists) == 0 {
 					w.block(2)
 				}
 				n := -1
-				if a == atom.Ol {
+				if a == "ol" {
 					n = 0
 					if hasAttr {
 						if s := attrOf(z, "start"); s != "" {
@@ -100,7 +98,7 @@ func htmlToText(r io.Reader, limit int) (pageText, error) {
 					}
 				}
 				lists = append(lists, n)
-			case atom.Li:
+			case "li":
 				w.block(1)
 				indent := strings.Repeat("  ", max(len(lists)-1, 0))
 				if len(lists) > 0 && lists[len(lists)-1] >= 0 {
@@ -109,46 +107,45 @@ func htmlToText(r io.Reader, limit int) (pageText, error) {
 				} else {
 					w.marker = indent + "- "
 				}
-			case atom.Tr:
+			case "tr":
 				w.block(1)
 				rowCells = 0
-			case atom.Td, atom.Th:
+			case "td", "th":
 				if rowCells > 0 {
 					w.marker = " | "
 				}
 				rowCells++
-			case atom.Br:
+			case "br":
 				w.lineBreak()
-			case atom.Div, atom.Dt, atom.Dd, atom.Caption, atom.Figcaption, atom.Summary, atom.Option:
+			case "div", "dt", "dd", "caption", "figcaption", "summary", "option":
 				w.block(1)
-			case atom.Img:
+			case "img":
 				if hasAttr {
 					if alt := strings.TrimSpace(attrOf(z, "alt")); alt != "" {
 						w.text([]byte(" [image: "+alt+"] "), false)
 					}
 				}
 			}
-		case html.EndTagToken:
+		case htmlscan.EndTagToken:
 			name, _ := z.TagName()
-			a := atom.Lookup(name)
 			if len(skip) > 0 {
-				if a == skip[len(skip)-1] {
+				if string(name) == skip[len(skip)-1] {
 					skip = skip[:len(skip)-1]
 				}
 				continue
 			}
-			switch a {
-			case atom.Title:
+			switch string(name) {
+			case "title":
 				inTitle = false
-			case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6,
-				atom.P, atom.Blockquote, atom.Table, atom.Figure, atom.Section, atom.Article,
-				atom.Main, atom.Header, atom.Footer, atom.Aside, atom.Form, atom.Fieldset,
-				atom.Details, atom.Address, atom.Dl:
+			case "h1", "h2", "h3", "h4", "h5", "h6",
+				"p", "blockquote", "table", "figure", "section", "article",
+				"main", "header", "footer", "aside", "form", "fieldset",
+				"details", "address", "dl":
 				w.block(2)
-			case atom.Pre:
+			case "pre":
 				w.block(2)
 				pre = max(pre-1, 0)
-			case atom.Ul, atom.Ol:
+			case "ul", "ol":
 				if len(lists) > 0 {
 					lists = lists[:len(lists)-1]
 				}
@@ -156,7 +153,7 @@ func htmlToText(r io.Reader, limit int) (pageText, error) {
 				if len(lists) == 0 {
 					w.block(2)
 				}
-			case atom.Li, atom.Tr, atom.Div, atom.Dt, atom.Dd, atom.Caption, atom.Figcaption, atom.Summary:
+			case "li", "tr", "div", "dt", "dd", "caption", "figcaption", "summary":
 				w.block(1)
 			}
 		}
@@ -169,7 +166,7 @@ func htmlToText(r io.Reader, limit int) (pageText, error) {
 }
 
 // attrOf returns the value of the current tag's attribute key.
-func attrOf(z *html.Tokenizer, key string) string {
+func attrOf(z *htmlscan.Tokenizer, key string) string {
 	for {
 		k, v, more := z.TagAttr()
 		if string(k) == key {

@@ -37,8 +37,18 @@ func main() {
 	settle := flag.Duration("settle", 2*time.Second, "wait after ready before reading the idle RSS")
 	idle := flag.Duration("idle", 35*time.Second, "wait after the load before reading the RSS again (the gateway trims after 15-30 s idle)")
 	starts := flag.Int("starts", 11, "restarts of perch and the floor, alternating, whose median start is compared")
+	only := flag.String("only", "", `"start": measure only the start times (a fresh start, the load's turns so the database has its size, then the alternating restarts), not the latencies or the RSS`)
 	flag.Parse()
-	if err := run(os.Stdout, *bin, *floor, *n1, *n16, *settle, *idle, *starts); err != nil {
+	var err error
+	switch *only {
+	case "":
+		err = run(os.Stdout, *bin, *floor, *n1, *n16, *settle, *idle, *starts)
+	case "start":
+		err = runStarts(os.Stdout, *bin, *floor, *n1, *n16, *starts)
+	default:
+		err = fmt.Errorf("-only %q: the only part that can be measured alone is \"start\"", *only)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
@@ -188,15 +198,7 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 		floors[i] = f
 	}
 
-	port := freePort()
-	cfg := map[string]any{
-		"gateway":   map[string]any{"host": "127.0.0.1", "port": port, "api_token": "bench-token-0123456789abcdef"},
-		"providers": map[string]any{"openrouter": map[string]any{"api_key": "k", "api_base": base}},
-		"agents":    map[string]any{"defaults": map[string]any{"model": "openai/gpt-4o-mini"}},
-	}
-	data, _ := json.Marshal(cfg)
-	os.WriteFile(filepath.Join(home, "config.json"), data, 0o600)
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	url := writeConfig(home, base)
 	s, err := launch(client, []string{bin, "gateway"}, []string{"PERCH_HOME=" + home}, url, "bench-token-0123456789abcdef")
 	if err != nil {
 		return err
@@ -280,6 +282,62 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	fmt.Fprintf(tw, "idle RSS, all channels\t%s warm, %s trimmed\t\t\t%s\t<= 10 MB warm\t\n", mb(chf.warmKB), mb(chf.trimmedKB), ratio(float64(chf.warmKB)/1024/10, chf.warmKB <= 10*1024 && chf.mqtt))
 	fmt.Fprintf(tw, "peak RSS\t%s\t%s\t%s\t\t<= 25 MB\t\n", mb(p.peakKB), mb(fl.peakKB), mb(du.peakKB))
 	return tw.Flush()
+}
+
+// writeConfig writes perch's config into home (a free loopback port, a
+// token, the fake as provider) and returns the gateway's URL.
+func writeConfig(home, base string) string {
+	port := freePort()
+	cfg := map[string]any{
+		"gateway":   map[string]any{"host": "127.0.0.1", "port": port, "api_token": "bench-token-0123456789abcdef"},
+		"providers": map[string]any{"openrouter": map[string]any{"api_key": "k", "api_base": base}},
+		"agents":    map[string]any{"defaults": map[string]any{"model": "openai/gpt-4o-mini"}},
+	}
+	data, _ := json.Marshal(cfg)
+	os.WriteFile(filepath.Join(home, "config.json"), data, 0o600)
+	return fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// runStarts measures the starts alone, as run does: perch's first start on
+// a fresh home, the same turns as run's loads (so the restarts open a
+// database of the same size), then the alternating restarts of perch and
+// the floor. For work on the start path, where the full run takes minutes.
+func runStarts(w io.Writer, bin, floorBin string, n1, n16, starts int) error {
+	base, stopFake := fakeProvider()
+	defer stopFake()
+	home, err := os.MkdirTemp("", "perch-load-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	if floorBin == "" {
+		if floorBin, err = buildFloor(home); err != nil {
+			return err
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
+	url := writeConfig(home, base)
+	const token = "bench-token-0123456789abcdef"
+	s, err := launch(client, []string{bin, "gateway"}, []string{"PERCH_HOME=" + home}, url, token)
+	if err != nil {
+		return err
+	}
+	if _, _, err = load(client, s, 1, n1); err == nil {
+		_, _, err = load(client, s, 16, n16)
+	}
+	s.stop()
+	if err != nil {
+		return err
+	}
+	floorArgv := []string{floorBin, "-addr", fmt.Sprintf("127.0.0.1:%d", freePort()), "-provider", base, "-dir", home}
+	pStart, fStart, err := medianStarts(client, starts, []string{bin, "gateway"}, []string{"PERCH_HOME=" + home}, url, token, floorArgv)
+	if err != nil {
+		return err
+	}
+	rs := float64(pStart) / float64(fStart)
+	fmt.Fprintf(w, "exec to /ready 200     %.1f ms first start (fresh home); median of %d restarts %.3f ms, floor %.3f ms: %.2fx (goal <= 1.3x)\n",
+		float64(s.start.Microseconds())/1000, starts, ms(pStart), ms(fStart), rs)
+	return nil
 }
 
 // load sends n /chat requests from c workers, each on its own session.

@@ -52,4 +52,14 @@ func TestLoadRunsAgainstTheRealBinary(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// -only start: the starts alone, in the same words.
+	out.Reset()
+	if err := runStarts(&out, bin, "", 20, 64, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"exec to /ready 200", "first start (fresh home)", "median of 2 restarts", "floor", "goal <= 1.3x"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-only start output lacks %q:\n%s", want, out.String())
+		}
+	}
 }
