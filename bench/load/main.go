@@ -37,7 +37,19 @@ func main() {
 	settle := flag.Duration("settle", 2*time.Second, "wait after ready before reading the idle RSS")
 	idle := flag.Duration("idle", 35*time.Second, "wait after the load before reading the RSS again (the gateway trims after 15-30 s idle)")
 	starts := flag.Int("starts", 11, "restarts of perch and the floor, alternating, whose median start is compared")
+	only := flag.String("only", "", "run one measure alone: \"channels\" (the gateway with every chat channel and MQTT)")
+	flag.StringVar(&diagDir, "diag", "", "directory to write, at each warm reading, the gateway's smaps, status and resident pages of its binary (for attribution)")
 	flag.Parse()
+	if *only == "channels" {
+		if err := runChannels(os.Stdout, *bin, *settle, *idle); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(1)
+		}
+		return
+	} else if *only != "" {
+		fmt.Fprintf(os.Stderr, "load: -only %q: the only measure that runs alone is \"channels\"\n", *only)
+		os.Exit(2)
+	}
 	if err := run(os.Stdout, *bin, *floor, *n1, *n16, *settle, *idle, *starts); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
@@ -67,9 +79,23 @@ type server struct {
 	token string
 	start time.Duration // exec to the first 200 from /ready
 	once  sync.Once
+	// log is -diag's copy of the program's stderr, closed once the
+	// program has been waited for (Wait ends the copying into it).
+	log *os.File
 }
 
-func (s *server) stop() { s.once.Do(func() { s.cmd.Process.Signal(syscall.SIGTERM); s.cmd.Wait() }) }
+func (s *server) stop() { s.signal(syscall.SIGTERM) }
+
+// signal ends the program with sig (once) and waits for it.
+func (s *server) signal(sig os.Signal) {
+	s.once.Do(func() {
+		s.cmd.Process.Signal(sig)
+		s.cmd.Wait()
+		if s.log != nil {
+			s.log.Close()
+		}
+	})
+}
 
 func (s *server) rssKB(field string) int { return procKB(s.cmd.Process.Pid, field) }
 
@@ -79,11 +105,27 @@ func launch(client *http.Client, argv, env []string, url, token string) (*server
 	cmd.Env = append(os.Environ(), env...)
 	var errOut tailBuffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &errOut
+	var logf *os.File
+	if diagDir != "" {
+		// The gateway's log, and the goroutine dump diagQuit asks for.
+		if err := os.MkdirAll(diagDir, 0o755); err != nil {
+			return nil, err
+		}
+		var err error
+		logf, err = os.Create(filepath.Join(diagDir, filepath.Base(argv[0])+"-"+strconv.Itoa(int(time.Now().UnixMilli()))+".log"))
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stderr = io.MultiWriter(&errOut, logf)
+	}
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
+		if logf != nil {
+			logf.Close()
+		}
 		return nil, err
 	}
-	s := &server{cmd: cmd, url: url, token: token}
+	s := &server{cmd: cmd, url: url, token: token, log: logf}
 	for {
 		resp, err := client.Get(url + "/ready")
 		if err == nil {
@@ -212,6 +254,7 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	time.Sleep(settle)
 	warmKB := s.rssKB("VmRSS")
 	warmAnonKB, warmFileKB := s.rssKB("RssAnon"), s.rssKB("RssFile")
+	diagnose(s, "gateway-warm")
 	var d1, d16 time.Duration
 	if p.lat1, d1, err = load(client, s, 1, n1); err != nil {
 		return err

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// diagDir is -diag: where diagnose writes; empty leaves it off.
+var diagDir string
+
+// diagnose writes what a reading of the RSS is made of, for attribution:
+// the process's smaps and status, and resident.txt, the address of every
+// resident page of the binary's own mappings (from /proc/<pid>/pagemap's
+// present bit), which `go tool nm -size -sort address` of an unstripped
+// build of the same source maps to symbols. Errors go to stderr: a
+// diagnostic must not fail the measure.
+func diagnose(s *server, name string) {
+	if diagDir == "" {
+		return
+	}
+	dir := filepath.Join(diagDir, name)
+	if err := writeDiag(s.cmd.Process.Pid, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "load: diag:", err)
+	}
+	// The gateway's own view: heap and goroutines. Read after the files
+	// above: the request itself touches pages.
+	req, _ := http.NewRequest("GET", s.url+"/admin/status", nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		os.WriteFile(filepath.Join(dir, "admin-status.json"), b, 0o644)
+	}
+}
+
+func writeDiag(pid int, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{"smaps", "status"} {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			return err
+		}
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return err
+	}
+	maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return err
+	}
+	defer maps.Close()
+	pm, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	if err != nil {
+		return err
+	}
+	defer pm.Close()
+	out, err := os.Create(filepath.Join(dir, "resident.txt"))
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	w := bufio.NewWriter(out)
+	defer w.Flush()
+	page := uint64(os.Getpagesize())
+	sc := bufio.NewScanner(maps)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || f[5] != exe {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		s, _ := strconv.ParseUint(lo, 16, 64)
+		e, _ := strconv.ParseUint(hi, 16, 64)
+		buf := make([]byte, (e-s)/page*8)
+		if _, err := pm.ReadAt(buf, int64(s/page*8)); err != nil {
+			return err
+		}
+		for i := uint64(0); i < (e-s)/page; i++ {
+			// Bit 63: present in RAM.
+			if binary.LittleEndian.Uint64(buf[i*8:])&(1<<63) != 0 {
+				fmt.Fprintf(w, "%x %s\n", s+i*page, f[1])
+			}
+		}
+	}
+	return sc.Err()
+}
+
+// diagQuit ends the gateway with SIGQUIT under -diag, so the Go runtime
+// writes every goroutine's stack to the log file launch opened.
+func diagQuit(s *server) {
+	if diagDir == "" {
+		return
+	}
+	s.signal(syscall.SIGQUIT)
+}
