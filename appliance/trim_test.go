@@ -37,3 +37,30 @@ func TestTrimWorkingSetDropsBinaryPages(t *testing.T) {
 	}
 	t.Logf("RssFile %d kB -> %d kB (%d kB of mappings advised)", before, after, advised>>10)
 }
+
+// TestIdleTrimWaitsForAQuietPeriod: the idle trimmer trims once after a
+// full period without a turn or a new connection, never right after
+// either, never while a turn runs, and not again until something happens.
+func TestIdleTrimWaitsForAQuietPeriod(t *testing.T) {
+	it := newIdleTrim(0, 4) // four channels connected before the start-up trim
+	step := func(turns, conns uint64, running int, want bool) {
+		t.Helper()
+		if got := it.tick(turns, conns, running); got != want {
+			t.Fatalf("tick(turns %d, connections %d, running %d) = %v, want %v", turns, conns, running, got, want)
+		}
+	}
+	step(0, 4, 0, false) // the start-up trim covered start
+	step(1, 4, 1, false) // a turn began: wait a whole quiet period
+	step(1, 4, 1, false) // still running
+	step(1, 4, 0, true)  // quiet for a period: trim
+	step(1, 4, 0, false) // once
+	// A channel that connects late (a platform slow at boot) or reconnects:
+	// its set-up's pages go back once the board is quiet again.
+	step(1, 5, 0, false)
+	step(1, 5, 0, true)
+	step(1, 5, 0, false)
+	// A turn right after a reconnection: only one quiet period after both.
+	step(1, 6, 0, false)
+	step(2, 6, 0, false)
+	step(2, 6, 0, true)
+}
