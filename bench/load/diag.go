@@ -19,7 +19,8 @@ var diagDir string
 // diagnose writes what a reading of the RSS is made of, for attribution:
 // the process's smaps and status, and resident.txt, the address of every
 // resident page of the binary's own mappings (from /proc/<pid>/pagemap's
-// present bit), which `go tool nm -size -sort address` of an unstripped
+// present bit) with its mapping's permissions and whether it belongs to a
+// large folio, which `go tool nm -size -sort address` of an unstripped
 // build of the same source maps to symbols. Errors go to stderr: a
 // diagnostic must not fail the measure.
 func diagnose(s *server, name string) {
@@ -68,6 +69,11 @@ func writeDiag(pid int, dir string) error {
 		return err
 	}
 	defer pm.Close()
+	// Without root, frames read as 0 and every page as small.
+	kpf, _ := os.Open("/proc/kpageflags")
+	if kpf != nil {
+		defer kpf.Close()
+	}
 	out, err := os.Create(filepath.Join(dir, "resident.txt"))
 	if err != nil {
 		return err
@@ -90,13 +96,35 @@ func writeDiag(pid int, dir string) error {
 			return err
 		}
 		for i := uint64(0); i < (e-s)/page; i++ {
-			// Bit 63: present in RAM.
-			if binary.LittleEndian.Uint64(buf[i*8:])&(1<<63) != 0 {
-				fmt.Fprintf(w, "%x %s\n", s+i*page, f[1])
+			// Bit 63: present in RAM; bits 0-54 its frame (root only).
+			ent := binary.LittleEndian.Uint64(buf[i*8:])
+			if ent&(1<<63) == 0 {
+				continue
 			}
+			kind := "small"
+			if large(kpf, ent&(1<<55-1)) {
+				kind = "large"
+			}
+			fmt.Fprintf(w, "%x %s %s\n", s+i*page, f[1], kind)
 		}
 	}
 	return sc.Err()
+}
+
+// large reports whether the page in frame pfn is part of a large folio
+// (KPF_COMPOUND_HEAD or _TAIL). Kernels that map a whole large folio of
+// the page cache at a fault (6.18 does, and ext4 caches files in large
+// folios since 6.16) make a process's file RSS depend on how the binary
+// entered the page cache: this tells the two apart.
+func large(kpf *os.File, pfn uint64) bool {
+	if kpf == nil || pfn == 0 {
+		return false
+	}
+	var b [8]byte
+	if _, err := kpf.ReadAt(b[:], int64(pfn*8)); err != nil {
+		return false
+	}
+	return binary.LittleEndian.Uint64(b[:])&(1<<15|1<<16) != 0
 }
 
 // diagQuit ends the gateway with SIGQUIT under -diag, so the Go runtime

@@ -85,14 +85,18 @@ func TestWriteDiag(t *testing.T) {
 			own = append(own, span{l, h})
 		}
 	}
-	lines := strings.Fields(strings.ReplaceAll(string(data), "\n", " "))
-	if len(lines) == 0 {
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) == 0 || lines[0] == "" {
 		t.Fatal("no resident page of the test binary")
 	}
-	for i := 0; i < len(lines); i += 2 {
-		a, err := strconv.ParseUint(lines[i], 16, 64)
+	for _, ln := range lines {
+		f := strings.Fields(ln)
+		if len(f) != 3 || (f[2] != "small" && f[2] != "large") {
+			t.Fatalf("line %q: want address, permissions, small or large", ln)
+		}
+		a, err := strconv.ParseUint(f[0], 16, 64)
 		if err != nil {
-			t.Fatalf("line %q: %v", lines[i], err)
+			t.Fatalf("line %q: %v", ln, err)
 		}
 		in := false
 		for _, s := range own {
