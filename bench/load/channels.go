@@ -110,6 +110,9 @@ func measureChannels(client *http.Client, bin, providerBase string, settle, idle
 // runChannels is -only channels: the every-channel measure alone, against
 // its own instant fake provider, for quick rounds while working on it.
 func runChannels(w io.Writer, bin string, settle, idleWait time.Duration) error {
+	if err := writeBack(bin); err != nil {
+		return err
+	}
 	base, stopFake := fakeProvider()
 	defer stopFake()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}

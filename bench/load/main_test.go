@@ -107,3 +107,19 @@ func TestWriteDiag(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteBack syncs a binary just written and fails, naming it, on one
+// that is not there (the run must not go on measuring nothing).
+func TestWriteBack(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("perch"), 1<<16), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeBack(p); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	if err := writeBack(missing); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing binary: %v", err)
+	}
+}
