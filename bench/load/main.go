@@ -293,6 +293,7 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	// turn after that pays for faulting pages back in.
 	time.Sleep(idleWait)
 	trimmedKB := s.rssKB("VmRSS")
+	diagnose(s, "gateway-trimmed")
 	first, _, err := load(client, s, 1, 1)
 	if err != nil {
 		return err
