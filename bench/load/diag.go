@@ -112,10 +112,11 @@ func writeDiag(pid int, dir string) error {
 }
 
 // large reports whether the page in frame pfn is part of a large folio
-// (KPF_COMPOUND_HEAD or _TAIL). Kernels that map a whole large folio of
-// the page cache at a fault (6.18 does, and ext4 caches files in large
-// folios since 6.16) make a process's file RSS depend on how the binary
-// entered the page cache: this tells the two apart.
+// (KPF_COMPOUND_HEAD or _TAIL). Recent kernels map a whole large folio of
+// the page cache at a fault, so the folio sizes the binary was cached in
+// change its file RSS; this tells the cases apart. (On this VM's 6.18 the
+// binary read back from disk was cached in small folios; a copy written
+// in 1 MiB chunks was not, and read 2 MB more warm.)
 func large(kpf *os.File, pfn uint64) bool {
 	if kpf == nil || pfn == 0 {
 		return false
