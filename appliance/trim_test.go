@@ -1,10 +1,15 @@
 package appliance
 
 import (
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/channel"
+	"github.com/perchhq/perch/appliance/config"
 )
 
 func rssFileKB(t *testing.T) int {
@@ -63,4 +68,30 @@ func TestIdleTrimWaitsForAQuietPeriod(t *testing.T) {
 	step(1, 6, 0, false)
 	step(2, 6, 0, false)
 	step(2, 6, 0, true)
+}
+
+// TestConnectsCountsTheChannels: the idle trimmer's connection count is the
+// chat channels' (and the MQTT link's, when there is one).
+func TestConnectsCountsTheChannels(t *testing.T) {
+	b := bus.New(4)
+	log := slog.New(slog.DiscardHandler)
+	s := &System{Channels: channel.NewManager(b, log)}
+	hub := channel.NewHub(channel.HubOptions{Bus: b, Log: log})
+	defer hub.Stop()
+	s.Channels.UseHub(hub)
+	if n := s.connects(); n != 0 {
+		t.Fatalf("no channel connected: %d", n)
+	}
+	cfg := config.Default()
+	for _, name := range []string{"telegram", "slack"} {
+		sec, _ := cfg.Channels.Section(name)
+		in := channel.NewIntake(channel.Deps{Section: sec, Bus: b, Log: log, Hub: hub}, channel.IntakeOptions{})
+		in.State().Connected()
+	}
+	if n := s.connects(); n != 2 {
+		t.Fatalf("two channels connected: %d, want 2", n)
+	}
+	if n := (&System{}).connects(); n != 0 {
+		t.Fatalf("a system without channels: %d", n)
+	}
 }
