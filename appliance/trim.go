@@ -68,24 +68,72 @@ const idleTrimEvery = 15 * time.Second
 // trimWhenIdle gives memory back after a burst of activity: a board spends
 // most of its life waiting for the next message.
 func (s *System) trimWhenIdle(ctx context.Context) {
+	turns := s.Agent.Activity()
+	// The start-up trim (RunGateway, unless a turn came first) covers the
+	// connections made in its first second; count those made later.
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(startTrimDelay):
+	}
+	it := newIdleTrim(turns, s.connects())
 	t := time.NewTicker(idleTrimEvery)
 	defer t.Stop()
-	// Start-up trims once unless a turn came first.
-	last, trimmed := s.Agent.Activity(), true
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := s.Agent.Activity()
-		if now != last {
-			last, trimmed = now, false
-			continue
-		}
-		if !trimmed && s.Agent.Stats().Running == 0 {
+		if it.tick(s.Agent.Activity(), s.connects(), s.Agent.Stats().Running) {
 			trimWorkingSet()
-			trimmed = true
 		}
 	}
+}
+
+// connects counts the connections of the chat channels and the MQTT link
+// that came up since start. A connection that comes up after the start-up
+// trim (a platform slow to answer at boot, a reconnection hours later)
+// touches pages no turn needs again soon: TLS, the WebSocket upgrade, the
+// platform's hello, MQTT discovery.
+func (s *System) connects() uint64 {
+	var n uint64
+	if s.Channels != nil {
+		if h := s.Channels.Hub(); h != nil {
+			n += h.Connects()
+		}
+	}
+	if s.MQTT != nil {
+		n += s.MQTT.Connects()
+	}
+	return n
+}
+
+// idleTrim decides, once per idleTrimEvery, whether to trim: after a full
+// period in which neither a turn began nor a connection came up, once,
+// and never while a turn runs. Turns and connections both wait for a
+// quiet period, so the trim never follows a turn closely (the next turn
+// would pay for faulting the pages back in).
+type idleTrim struct {
+	turns, conns uint64
+	trimmed      bool
+}
+
+// newIdleTrim starts after the start-up trim's decision: nothing to trim
+// until a turn or a connection.
+func newIdleTrim(turns, conns uint64) *idleTrim {
+	return &idleTrim{turns: turns, conns: conns, trimmed: true}
+}
+
+// tick takes the counters now and reports whether to trim.
+func (it *idleTrim) tick(turns, conns uint64, running int) bool {
+	if turns != it.turns || conns != it.conns {
+		it.turns, it.conns, it.trimmed = turns, conns, false
+		return false
+	}
+	if it.trimmed || running > 0 {
+		return false
+	}
+	it.trimmed = true
+	return true
 }

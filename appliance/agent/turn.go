@@ -74,8 +74,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		// A sender nobody vouched for: only tools that cannot change the
 		// board, and the model is told what is withheld and why.
 		var withheld []string
-		defs, withheld = reg.SafeDefinitions()
-		defsJSON = nil
+		defs, withheld, defsJSON = reg.SafeDefinitionsJSON()
 		system += "\n" + tools.RestrictionNote(restrictedSource(in), withheld)
 	}
 	if len(o.hide) > 0 {

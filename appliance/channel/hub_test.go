@@ -422,3 +422,28 @@ func TestOpenChannelLogsEachNewSenderOnce(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestHubConnectsCountsConnectionsComingUp: the idle trimmer's signal
+// changes when a channel's connection comes up (first time or again after
+// a drop), not while it stays up.
+func TestHubConnectsCountsConnectionsComingUp(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	if n := r.hub.Connects(); n != 0 {
+		t.Fatalf("before any connection: %d", n)
+	}
+	in.State().Disconnected("Telegram unreachable at start")
+	if n := r.hub.Connects(); n != 0 {
+		t.Fatalf("after a failed first try: %d", n)
+	}
+	in.State().Connected()
+	in.State().Connected() // every successful poll says so again
+	if n := r.hub.Connects(); n != 1 {
+		t.Fatalf("after connecting: %d, want 1", n)
+	}
+	in.State().Disconnected("connection went quiet")
+	in.State().Connected()
+	if n := r.hub.Connects(); n != 2 {
+		t.Fatalf("after reconnecting: %d, want 2", n)
+	}
+}

@@ -39,6 +39,10 @@ type State struct {
 	lastErrAt time.Time
 	note      string
 	extra     map[string]any
+	// connects counts the times the connection came up: the idle trimmer
+	// reads it (Hub.Connects) to give back the pages a connection's
+	// set-up touched (TLS, the WebSocket upgrade) once the board is quiet.
+	connects uint64
 }
 
 // NewState returns the state of the channel called name, not yet started.
@@ -53,8 +57,16 @@ func (s *State) Connected() {
 	defer s.mu.Unlock()
 	if !s.connected || !s.started {
 		s.since = time.Now()
+		s.connects++
 	}
 	s.started, s.connected, s.down = true, true, ""
+}
+
+// connectCount is how many times the connection came up.
+func (s *State) connectCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connects
 }
 
 // Disconnected records that the connection is down and why, in words the

@@ -125,6 +125,18 @@ func (l *Link) backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// Connects is how many times the connection to the broker came up; the
+// gateway's idle trimmer watches it (a connection's set-up and the
+// discovery it publishes are start-up work, whenever they happen).
+func (l *Link) Connects() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.st.upAt.IsZero() {
+		return 0
+	}
+	return uint64(l.st.reconnects) + 1
+}
+
 func (l *Link) onConnectionUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 	l.mu.Lock()
 	if !l.st.upAt.IsZero() {

@@ -101,6 +101,9 @@ func TestBrokerRestartBringsTheBoardBack(t *testing.T) {
 	b := startBroker(t, false)
 	l, _ := testLink(t, b.URL(), func(o *Options) { o.Sensors = newTestSensors(t, "kitchen") })
 	waitCheck(t, l, true, wait)
+	if n := l.Connects(); n != 1 {
+		t.Errorf("Connects after the first connection = %d, want 1", n)
+	}
 	b.Restart(t)
 	msg := waitCheck(t, l, false, wait)
 	t.Logf("while the broker restarts: %s", msg)
@@ -118,6 +121,10 @@ func TestBrokerRestartBringsTheBoardBack(t *testing.T) {
 	if st := l.Status(); st.Reconnects < 1 || !st.Connected {
 		t.Errorf("status after the restart %+v", st)
 	}
+	// The idle trimmer sees the reconnection as new connection work.
+	if n := l.Connects(); n < 2 {
+		t.Errorf("Connects after the broker's restart = %d, want 2 or more", n)
+	}
 	// And the request subscription is back.
 	auto := mqtttest.Connect(t, b.URL(), haUser, haPass, prefix+"/agent/response")
 	auto.Publish(t, prefix+"/agent/request", []byte(`{"message":"/help","id":"h"}`), 1, false, nil)
@@ -134,8 +141,14 @@ func TestBrokerAwayAtStart(t *testing.T) {
 	b.Stop(t)
 	l, _ := testLink(t, b.URL(), nil)
 	waitFailure(t, l, "cannot connect to the broker "+b.URL(), "connection refused")
+	if n := l.Connects(); n != 0 {
+		t.Errorf("Connects before the broker is there = %d, want 0", n)
+	}
 	b.StartAgain(t)
 	waitCheck(t, l, true, wait)
+	if n := l.Connects(); n != 1 {
+		t.Errorf("Connects once connected = %d, want 1", n)
+	}
 }
 
 // TestWrongPasswordFailsTheCheckOnly: a rejected login is a failing check

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -45,13 +46,23 @@ func withheld(t Tool) bool {
 // tools that do not always change the board) and the names of the tools
 // withheld, both sorted. Like ProviderDefinitions, the slice is shared.
 func (r *Registry) SafeDefinitions() (defs []chat.ToolDef, names []string) {
+	defs, names, _ = r.SafeDefinitionsJSON()
+	return defs, names
+}
+
+// SafeDefinitionsJSON is SafeDefinitions with the definitions encoded as a
+// JSON array, encoded once per set of tools: a restricted turn (every
+// message from a sender nobody vouched for) would otherwise encode them
+// again, ~37 KB of reflection-driven JSON per turn. encoded is nil when
+// the encoding failed; the provider then encodes defs itself.
+func (r *Registry) SafeDefinitionsJSON() (defs []chat.ToolDef, names []string, encoded []byte) {
 	all := r.ProviderDefinitions()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	r.safeMu.Lock()
 	defer r.safeMu.Unlock()
 	if r.safe != nil {
-		return r.safe, r.withheld
+		return r.safe, r.withheld, r.safeJSON
 	}
 	safe := make([]chat.ToolDef, 0, len(all))
 	for _, d := range all {
@@ -61,12 +72,16 @@ func (r *Registry) SafeDefinitions() (defs []chat.ToolDef, names []string) {
 		}
 		safe = append(safe, d)
 	}
+	encoded, err := json.Marshal(safe)
+	if err != nil {
+		encoded = nil
+	}
 	// Cache only what was built from the current definitions: a tool
 	// registered meanwhile cleared r.defs.
 	if r.defs != nil {
-		r.safe, r.withheld = safe, names
+		r.safe, r.withheld, r.safeJSON = safe, names, encoded
 	}
-	return safe, names
+	return safe, names, encoded
 }
 
 // refusal is the result a restricted call of a changing tool gets.

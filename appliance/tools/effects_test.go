@@ -1,7 +1,9 @@
 package tools
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -57,6 +59,43 @@ func TestSafeDefinitionsWithholdTheToolsThatAlwaysChangeTheBoard(t *testing.T) {
 	r.Register(Func{ToolName: "zap", ToolDescription: "x", Mutating: true, Run: func(context.Context, Args) Result { return Text("") }})
 	if _, w := r.SafeDefinitions(); !strings.Contains(strings.Join(w, ","), "zap") {
 		t.Errorf("a tool registered later is not withheld: %v", w)
+	}
+}
+
+// TestSafeDefinitionsJSONIsEncodedOncePerToolSet: a restricted turn gets
+// the safe definitions already encoded, the same JSON the provider would
+// encode from them, built again only when the tools change.
+func TestSafeDefinitionsJSONIsEncodedOncePerToolSet(t *testing.T) {
+	var sent []string
+	r := boardTools(t, &fakeJobs{}, &sent)
+	defs, _, encoded := r.SafeDefinitionsJSON()
+	want, err := json.Marshal(defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(encoded, want) {
+		t.Fatalf("encoded safe definitions differ from their JSON:\n%s\n%s", encoded, want)
+	}
+	if allocs := testing.AllocsPerRun(20, func() { r.SafeDefinitionsJSON() }); allocs > 0 {
+		t.Errorf("SafeDefinitionsJSON allocates %.0f times once cached", allocs)
+	}
+	r.Register(Func{ToolName: "peek", ToolDescription: "reads nothing", Run: func(context.Context, Args) Result { return Text("") }})
+	_, _, encoded = r.SafeDefinitionsJSON()
+	var got []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(encoded, &got); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, d := range got {
+		found = found || d.Name == "peek" || d.Function.Name == "peek"
+	}
+	if !found {
+		t.Errorf("a tool registered later is not in the encoded definitions: %s", encoded)
 	}
 }
 

@@ -47,6 +47,7 @@ type Registry struct {
 	safeMu   sync.Mutex
 	safe     []chat.ToolDef
 	withheld []string
+	safeJSON []byte // safe encoded as a JSON array
 }
 
 // NewRegistry returns an empty registry that logs through log (nil: the
@@ -70,7 +71,7 @@ func (r *Registry) Register(t Tool) {
 	r.tools[name] = t
 	r.defs, r.json = nil, nil
 	r.safeMu.Lock()
-	r.safe, r.withheld = nil, nil
+	r.safe, r.withheld, r.safeJSON = nil, nil, nil
 	r.safeMu.Unlock()
 }
 

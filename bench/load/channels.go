@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -83,6 +84,7 @@ func measureChannels(client *http.Client, bin, providerBase string, settle, idle
 
 	// The same order as the gateway alone: idle after start, then turns.
 	time.Sleep(settle)
+	diagnose(s, "channels-started")
 	// Warm: a turn through /chat and one through each platform that
 	// delivers messages to the board.
 	if _, _, err := load(client, s, 1, 1); err != nil {
@@ -97,9 +99,31 @@ func measureChannels(client *http.Client, bin, providerBase string, settle, idle
 	time.Sleep(settle)
 	f.warmKB = s.rssKB("VmRSS")
 	f.warmAnonKB = s.rssKB("RssAnon")
+	diagnose(s, "channels-warm")
 	time.Sleep(idleWait)
 	f.trimmedKB = s.rssKB("VmRSS")
+	diagnose(s, "channels-trimmed")
+	diagQuit(s)
 	return f, nil
+}
+
+// runChannels is -only channels: the every-channel measure alone, against
+// its own instant fake provider, for quick rounds while working on it.
+func runChannels(w io.Writer, bin string, settle, idleWait time.Duration) error {
+	if err := writeBack(bin); err != nil {
+		return err
+	}
+	base, stopFake := fakeProvider()
+	defer stopFake()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
+	f, err := measureChannels(client, bin, base, settle, idleWait)
+	if err != nil {
+		return err
+	}
+	mb := func(kb int) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
+	fmt.Fprintf(w, "idle RSS, every chat channel (mqtt %v): %s warm (%s anonymous, %s file), %s trimmed\n",
+		f.mqtt, mb(f.warmKB), mb(f.warmAnonKB), mb(f.warmKB-f.warmAnonKB), mb(f.trimmedKB))
+	return nil
 }
 
 // startBroker runs mosquitto on a free loopback port with a config of its

@@ -37,7 +37,8 @@ func main() {
 	settle := flag.Duration("settle", 2*time.Second, "wait after ready before reading the idle RSS")
 	idle := flag.Duration("idle", 35*time.Second, "wait after the load before reading the RSS again (the gateway trims after 15-30 s idle)")
 	starts := flag.Int("starts", 11, "restarts of perch and the floor, alternating, whose median start is compared")
-	only := flag.String("only", "", `"start": measure only the start times (a fresh start, the load's turns so the database has its size, then the alternating restarts), not the latencies or the RSS`)
+	only := flag.String("only", "", `run one measure alone: "start" (a fresh start, the load's turns so the database has its size, then the alternating restarts) or "channels" (the gateway with every chat channel and MQTT)`)
+	flag.StringVar(&diagDir, "diag", "", "directory to write, at each warm reading, the gateway's smaps, status and resident pages of its binary (for attribution)")
 	flag.Parse()
 	var err error
 	switch *only {
@@ -45,8 +46,11 @@ func main() {
 		err = run(os.Stdout, *bin, *floor, *n1, *n16, *settle, *idle, *starts)
 	case "start":
 		err = runStarts(os.Stdout, *bin, *floor, *n1, *n16, *starts)
+	case "channels":
+		err = runChannels(os.Stdout, *bin, *settle, *idle)
 	default:
-		err = fmt.Errorf("-only %q: the only part that can be measured alone is \"start\"", *only)
+		fmt.Fprintf(os.Stderr, "load: -only %q: the measures that run alone are \"start\" and \"channels\"\n", *only)
+		os.Exit(2)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
@@ -77,9 +81,23 @@ type server struct {
 	token string
 	start time.Duration // exec to the first 200 from /ready
 	once  sync.Once
+	// log is -diag's copy of the program's stderr, closed once the
+	// program has been waited for (Wait ends the copying into it).
+	log *os.File
 }
 
-func (s *server) stop() { s.once.Do(func() { s.cmd.Process.Signal(syscall.SIGTERM); s.cmd.Wait() }) }
+func (s *server) stop() { s.signal(syscall.SIGTERM) }
+
+// signal ends the program with sig (once) and waits for it.
+func (s *server) signal(sig os.Signal) {
+	s.once.Do(func() {
+		s.cmd.Process.Signal(sig)
+		s.cmd.Wait()
+		if s.log != nil {
+			s.log.Close()
+		}
+	})
+}
 
 func (s *server) rssKB(field string) int { return procKB(s.cmd.Process.Pid, field) }
 
@@ -89,11 +107,27 @@ func launch(client *http.Client, argv, env []string, url, token string) (*server
 	cmd.Env = append(os.Environ(), env...)
 	var errOut tailBuffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &errOut
+	var logf *os.File
+	if diagDir != "" {
+		// The gateway's log, and the goroutine dump diagQuit asks for.
+		if err := os.MkdirAll(diagDir, 0o755); err != nil {
+			return nil, err
+		}
+		var err error
+		logf, err = os.Create(filepath.Join(diagDir, filepath.Base(argv[0])+"-"+strconv.Itoa(int(time.Now().UnixMilli()))+".log"))
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stderr = io.MultiWriter(&errOut, logf)
+	}
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
+		if logf != nil {
+			logf.Close()
+		}
 		return nil, err
 	}
-	s := &server{cmd: cmd, url: url, token: token}
+	s := &server{cmd: cmd, url: url, token: token, log: logf}
 	for {
 		resp, err := client.Get(url + "/ready")
 		if err == nil {
@@ -152,6 +186,24 @@ func measure(client *http.Client, argv, env []string, url, token string, n1, n16
 	return s, f, nil
 }
 
+// writeBack makes the binary's pages in the page cache clean, as they are
+// on a board, where perch was installed long before it starts. A binary
+// linked a moment ago still has dirty pages there, which the gateway's trim
+// cannot drop and the kernel maps differently: its warm RSS read 4-5 MB
+// lower with every channel (9 MB instead of 13.5) until the kernel had
+// written it back, so the figures depended on how long ago it was built.
+func writeBack(bin string) error {
+	f, err := os.Open(bin)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write back %s: %w", bin, err)
+	}
+	return nil
+}
+
 // buildFloor compiles bench/floor like perch is compiled (stripped).
 func buildFloor(dir string) (string, error) {
 	out := filepath.Join(dir, "floor")
@@ -168,6 +220,9 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	if err != nil {
 		return err
 	}
+	if err := writeBack(bin); err != nil {
+		return err
+	}
 	base, stopFake := fakeProvider()
 	defer stopFake()
 	home, err := os.MkdirTemp("", "perch-load-*")
@@ -179,6 +234,10 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 		if floorBin, err = buildFloor(home); err != nil {
 			return err
 		}
+	}
+	// The floors are measured in the same state as perch.
+	if err := writeBack(floorBin); err != nil {
+		return err
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
 
@@ -214,6 +273,7 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	time.Sleep(settle)
 	warmKB := s.rssKB("VmRSS")
 	warmAnonKB, warmFileKB := s.rssKB("RssAnon"), s.rssKB("RssFile")
+	diagnose(s, "gateway-warm")
 	var d1, d16 time.Duration
 	if p.lat1, d1, err = load(client, s, 1, n1); err != nil {
 		return err
@@ -227,6 +287,7 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	// turn after that pays for faulting pages back in.
 	time.Sleep(idleWait)
 	trimmedKB := s.rssKB("VmRSS")
+	diagnose(s, "gateway-trimmed")
 	first, _, err := load(client, s, 1, 1)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,74 @@ func TestLoadRunsAgainstTheRealBinary(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-only start output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestWriteDiag reads this test process's own pages: every address in
+// resident.txt lies in a mapping of the test binary, and some do (its code
+// is running).
+func TestWriteDiag(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeDiag(os.Getpid(), dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"smaps", "status"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "resident.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Readlink("/proc/self/exe")
+	maps, _ := os.ReadFile("/proc/self/maps")
+	type span struct{ lo, hi uint64 }
+	var own []span
+	for _, ln := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(ln)
+		if len(f) >= 6 && f[5] == exe {
+			lo, hi, _ := strings.Cut(f[0], "-")
+			l, _ := strconv.ParseUint(lo, 16, 64)
+			h, _ := strconv.ParseUint(hi, 16, 64)
+			own = append(own, span{l, h})
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("no resident page of the test binary")
+	}
+	for _, ln := range lines {
+		f := strings.Fields(ln)
+		if len(f) != 3 || (f[2] != "small" && f[2] != "large") {
+			t.Fatalf("line %q: want address, permissions, small or large", ln)
+		}
+		a, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			t.Fatalf("line %q: %v", ln, err)
+		}
+		in := false
+		for _, s := range own {
+			in = in || s.lo <= a && a < s.hi
+		}
+		if !in {
+			t.Errorf("%x is not in a mapping of %s", a, exe)
+		}
+	}
+}
+
+// TestWriteBack syncs a binary just written and fails, naming it, on one
+// that is not there (the run must not go on measuring nothing).
+func TestWriteBack(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("perch"), 1<<16), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeBack(p); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	if err := writeBack(missing); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing binary: %v", err)
 	}
 }

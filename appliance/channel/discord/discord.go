@@ -67,8 +67,9 @@ type Channel struct {
 	format channel.Format
 	sender *channel.Sender
 
-	mu  sync.Mutex
-	bot readyUser
+	mu      sync.Mutex
+	bot     readyUser
+	mention *mentionPatterns // of bot
 
 	// events carries MESSAGE_CREATE payloads from the gateway's reader to
 	// the worker, so a slow store never stalls heartbeat acks.
@@ -128,6 +129,13 @@ func (c *Channel) identity() readyUser {
 	return c.bot
 }
 
+// mentions are the patterns of the bot's mention; nil until READY.
+func (c *Channel) mentions() *mentionPatterns {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mention
+}
+
 // Start connects. A token Discord refuses (401, close 4004) or a message
 // content intent the bot may not use (4014) is an error naming what to
 // fix, which stops the gateway; Discord merely unreachable is not: the
@@ -154,8 +162,12 @@ func (c *Channel) Start(ctx context.Context) error {
 			}
 		},
 		Ready: func(u readyUser) {
+			p := c.mentions()
+			if p == nil || p.bot != u {
+				p = newMentionPatterns(u)
+			}
 			c.mu.Lock()
-			c.bot = u
+			c.bot, c.mention = u, p
 			c.mu.Unlock()
 		},
 		Connected: func(ok bool, err error) {

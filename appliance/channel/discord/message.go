@@ -89,7 +89,7 @@ func (c *Channel) message(m *message) (channel.Message, bool) {
 			mentioned = true
 		}
 	}
-	out.Text, out.Mentioned = stripMention(m.Content, bot, mentioned)
+	out.Text, out.Mentioned = stripMention(m.Content, c.mentions(), mentioned)
 	out.ReplyToBot = m.ReferencedMessage != nil && m.ReferencedMessage.Author != nil && m.ReferencedMessage.Author.ID == bot.ID
 	for _, a := range m.Attachments {
 		if a == nil {
@@ -123,33 +123,55 @@ func attachmentKind(m *message, a *attachment) channel.MediaKind {
 	return channel.MediaFile
 }
 
+// mentionPatterns find the bot's mention in a message. They depend only on
+// the bot's identity, so they are compiled once when READY names the bot
+// (a connection's start-up work), not for every message.
+type mentionPatterns struct {
+	bot    readyUser
+	markup *regexp.Regexp
+	names  []*regexp.Regexp // global name, then username
+	id     *regexp.Regexp
+}
+
+// newMentionPatterns compiles the patterns of bot; nil when its id is not
+// known yet.
+func newMentionPatterns(bot readyUser) *mentionPatterns {
+	if bot.ID == "" {
+		return nil
+	}
+	p := &mentionPatterns{bot: bot,
+		markup: regexp.MustCompile(`<@!?` + regexp.QuoteMeta(bot.ID) + `>` + sep),
+		id:     regexp.MustCompile(`(^|\D)` + regexp.QuoteMeta(bot.ID) + `\b` + sep),
+	}
+	for _, name := range []string{bot.GlobalName, bot.Username} {
+		if name != "" {
+			p.names = append(p.names, regexp.MustCompile(`(?i)(^|[^\w@])@`+regexp.QuoteMeta(name)+`\b`+sep))
+		}
+	}
+	return p
+}
+
 // stripMention finds the bot's mention — the mention metadata (the
 // mentions list, <@id> or <@!id> markup), then "@name" typed as text
 // (username or display name), then the bare user id — and removes it with
 // the separator after it. The rest of the text is left as typed.
-func stripMention(text string, bot readyUser, inMetadata bool) (string, bool) {
-	if bot.ID == "" {
+func stripMention(text string, p *mentionPatterns, inMetadata bool) (string, bool) {
+	if p == nil {
 		return strings.TrimSpace(text), inMetadata
 	}
-	markup := regexp.MustCompile(`<@!?` + regexp.QuoteMeta(bot.ID) + `>` + sep)
-	if markup.MatchString(text) {
-		return strings.TrimSpace(markup.ReplaceAllString(text, "")), true
+	if p.markup.MatchString(text) {
+		return strings.TrimSpace(p.markup.ReplaceAllString(text, "")), true
 	}
 	if inMetadata {
 		return strings.TrimSpace(text), true
 	}
-	for _, name := range []string{bot.GlobalName, bot.Username} {
-		if name == "" {
-			continue
-		}
-		re := regexp.MustCompile(`(?i)(^|[^\w@])@` + regexp.QuoteMeta(name) + `\b` + sep)
+	for _, re := range p.names {
 		if re.MatchString(text) {
 			return strings.TrimSpace(re.ReplaceAllString(text, "$1")), true
 		}
 	}
-	id := regexp.MustCompile(`(^|\D)` + regexp.QuoteMeta(bot.ID) + `\b` + sep)
-	if id.MatchString(text) {
-		return strings.TrimSpace(id.ReplaceAllString(text, "$1")), true
+	if p.id.MatchString(text) {
+		return strings.TrimSpace(p.id.ReplaceAllString(text, "$1")), true
 	}
 	return strings.TrimSpace(text), false
 }

@@ -107,7 +107,7 @@ func (c *Channel) message(ctx context.Context, e event) (channel.Message, bool) 
 	case m.IsGroup:
 		m.ThreadID = e.TS
 	}
-	text, mentioned := stripMention(e.Text, bot, mentionedInBlocks(e.Blocks, bot.UserID))
+	text, mentioned := stripMention(e.Text, c.mentions(), mentionedInBlocks(e.Blocks, bot.UserID))
 	m.Mentioned = mentioned || e.Type == "app_mention"
 	m.Text = plainIncoming(text)
 	m.ReplyToBot = e.ThreadTS != "" && (e.ParentUserID == bot.UserID || c.botInThread(e.Channel, e.ThreadTS))
@@ -170,30 +170,49 @@ func mentionedInBlocks(raw json.RawMessage, botID string) bool {
 	return walk(blocks)
 }
 
+// mentionPatterns find the bot's mention in a message. They depend only on
+// the bot's identity, so they are compiled once when auth.test answers (a
+// connection's start-up work), not for every message.
+type mentionPatterns struct {
+	bot              botIdentity
+	markup, name, id *regexp.Regexp
+}
+
+// newMentionPatterns compiles the patterns of bot; nil when its user id is
+// not known yet.
+func newMentionPatterns(bot botIdentity) *mentionPatterns {
+	if bot.UserID == "" {
+		return nil
+	}
+	p := &mentionPatterns{bot: bot,
+		markup: regexp.MustCompile(`<@` + regexp.QuoteMeta(bot.UserID) + `(?:\|[^>]*)?>` + sep),
+		id:     regexp.MustCompile(`(^|\W)` + regexp.QuoteMeta(bot.UserID) + `\b` + sep),
+	}
+	if bot.Name != "" {
+		p.name = regexp.MustCompile(`(?i)(^|[^\w@])@` + regexp.QuoteMeta(bot.Name) + `\b` + sep)
+	}
+	return p
+}
+
 // stripMention finds the bot's mention — Slack's <@U…> markup (or the
 // block metadata), then "@name" typed as text, then the bare user id —
 // and removes it with the separator after it ("@perch, what…"). The rest
 // of the text is left as typed (indented code stays indented).
-func stripMention(text string, bot botIdentity, inBlocks bool) (string, bool) {
-	if bot.UserID == "" {
+func stripMention(text string, p *mentionPatterns, inBlocks bool) (string, bool) {
+	if p == nil {
 		return strings.TrimSpace(text), inBlocks
 	}
-	markup := regexp.MustCompile(`<@` + regexp.QuoteMeta(bot.UserID) + `(?:\|[^>]*)?>` + sep)
-	if markup.MatchString(text) {
-		return strings.TrimSpace(markup.ReplaceAllString(text, "")), true
+	if p.markup.MatchString(text) {
+		return strings.TrimSpace(p.markup.ReplaceAllString(text, "")), true
 	}
 	if inBlocks {
 		return strings.TrimSpace(text), true
 	}
-	if bot.Name != "" {
-		name := regexp.MustCompile(`(?i)(^|[^\w@])@` + regexp.QuoteMeta(bot.Name) + `\b` + sep)
-		if name.MatchString(text) {
-			return strings.TrimSpace(name.ReplaceAllString(text, "$1")), true
-		}
+	if p.name != nil && p.name.MatchString(text) {
+		return strings.TrimSpace(p.name.ReplaceAllString(text, "$1")), true
 	}
-	id := regexp.MustCompile(`(^|\W)` + regexp.QuoteMeta(bot.UserID) + `\b` + sep)
-	if id.MatchString(text) {
-		return strings.TrimSpace(id.ReplaceAllString(text, "$1")), true
+	if p.id.MatchString(text) {
+		return strings.TrimSpace(p.id.ReplaceAllString(text, "$1")), true
 	}
 	return strings.TrimSpace(text), false
 }

@@ -80,8 +80,9 @@ type Channel struct {
 	sender *channel.Sender
 	users  *userCache
 
-	mu  sync.Mutex
-	bot botIdentity
+	mu      sync.Mutex
+	bot     botIdentity
+	mention *mentionPatterns // of bot
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -182,6 +183,14 @@ func (c *Channel) identity() botIdentity {
 	return c.bot
 }
 
+// mentions are the patterns of the bot's mention; nil until auth.test has
+// answered.
+func (c *Channel) mentions() *mentionPatterns {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mention
+}
+
 // fatalAuth are the Web API errors that mean the token itself is wrong:
 // retrying cannot help.
 var fatalAuth = map[string]bool{
@@ -231,8 +240,12 @@ func (c *Channel) run(ctx context.Context, first chan<- error) {
 			return
 		}
 		if err == nil {
+			p := c.mentions()
+			if p == nil || p.bot != bot {
+				p = newMentionPatterns(bot)
+			}
 			c.mu.Lock()
-			c.bot = bot
+			c.bot, c.mention = bot, p
 			c.mu.Unlock()
 			break
 		}
