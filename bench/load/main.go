@@ -37,7 +37,15 @@ func main() {
 	settle := flag.Duration("settle", 2*time.Second, "wait after ready before reading the idle RSS")
 	idle := flag.Duration("idle", 35*time.Second, "wait after the load before reading the RSS again (the gateway trims after 15-30 s idle)")
 	starts := flag.Int("starts", 11, "restarts of perch and the floor, alternating, whose median start is compared")
+	tput := flag.Int("throughput", 0, "measure only c=16 throughput and CPU per turn of the floor and perch, this many rounds")
 	flag.Parse()
+	if *tput > 0 {
+		if err := throughput(os.Stdout, *bin, *floor, *n16, *tput); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(os.Stdout, *bin, *floor, *n1, *n16, *settle, *idle, *starts); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
