@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -130,7 +131,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider: providers.%s.proxy: %w", choice.Name, err)
 	}
-	tr := &transport{client: hc, policy: defaultPolicy(p.MaxRetries), log: log.With("provider", choice.Name)}
+	tr := &transport{client: hc, h1: newH1Transport(hc.Transport.(*http.Transport)), policy: defaultPolicy(p.MaxRetries), log: log.With("provider", choice.Name)}
 	if choice.Name == "gemini" && (p.AuthMethod == "gcloud-adc" || p.AuthMethod == "adc") {
 		ts, err := adcTokenSource(hc)
 		if err != nil {
