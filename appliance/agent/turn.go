@@ -92,6 +92,11 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	// follow it.
 	req := provider.Request{System: system, History: hist,
 		Messages: []chat.Message{user}, Tools: defs, ToolsJSON: defsJSON}
+	if _, stored := sess.(storeSession); stored {
+		// The store's histories are never changed in place, so the
+		// provider may keep their encoding for the next turn.
+		req.HistoryKey = sess.Key()
+	}
 
 	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in), Restricted: in.RestrictTools}
 	if in.RestrictTools {

@@ -28,6 +28,12 @@ type Request struct {
 	// ToolsJSON, when set, is Tools already encoded as a JSON array (the
 	// registry caches it: the definitions are the same every turn).
 	ToolsJSON []byte
+	// HistoryKey, when set, names the conversation History belongs to:
+	// the client keeps History's encoding, and the next call with the same
+	// key copies whatever part of it is unchanged instead of encoding it
+	// again. Messages of a History passed with a key must never be changed
+	// in place (the store's histories never are).
+	HistoryKey string
 }
 
 // Response is the model's answer.
@@ -58,6 +64,7 @@ type Client struct {
 	log         *slog.Logger
 
 	noTools sync.Map // model -> true: learned at run time
+	wire    *wireCache
 }
 
 // Options configure a Client. OptionsFor builds them from the config.
@@ -160,6 +167,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		fallbacks:   o.Fallbacks,
 		imageModel:  o.ImageModel,
 		log:         log,
+		wire:        newWireCache(),
 	}, nil
 }
 
@@ -218,7 +226,7 @@ func (c *Client) chat(ctx context.Context, model string, r Request, tools []chat
 		b.models = append([]string{model}, c.fallbacks...)
 	}
 	bp := bodyPool.Get().(*[]byte)
-	body := encodeChat((*bp)[:0], b, r)
+	body := encodeChatWith((*bp)[:0], b, r, c.wire)
 	defer func() {
 		if cap(body) <= maxPooled {
 			*bp = body[:0]

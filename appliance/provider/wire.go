@@ -49,22 +49,29 @@ const maxPooled = 1 << 20
 
 // encodeChat appends the request body to out.
 func encodeChat(out []byte, b chatBody, r Request) []byte {
+	return encodeChatWith(out, b, r, nil)
+}
+
+// encodeChatWith is encodeChat taking the history's encoding from wc where
+// an earlier call of the same conversation left it (wc may be nil).
+func encodeChatWith(out []byte, b chatBody, r Request, wc *wireCache) []byte {
 	out = append(out, `{"model":`...)
 	out = appendString(out, b.model)
 	out = append(out, `,"messages":[`...)
-	first := true
+	// Every message is followed by a comma, the last one's replaced by
+	// the closing bracket: the history's encoding is then the same bytes
+	// wherever it lands, and can be kept and copied whole.
 	if r.System != "" {
 		out = appendMessage(out, &chat.Message{Role: chat.RoleSystem, Content: r.System})
-		first = false
+		out = append(out, ',')
 	}
-	for _, part := range [2][]chat.Message{r.History, r.Messages} {
-		for i := range part {
-			if !first {
-				out = append(out, ',')
-			}
-			first = false
-			out = appendMessage(out, &part[i])
-		}
+	out = wc.appendHistory(out, r.HistoryKey, r.History)
+	for i := range r.Messages {
+		out = appendMessage(out, &r.Messages[i])
+		out = append(out, ',')
+	}
+	if out[len(out)-1] == ',' {
+		out = out[:len(out)-1]
 	}
 	out = append(out, ']')
 	if b.maxCompletionTokens > 0 {
