@@ -14,9 +14,9 @@ import (
 //
 // A kept message is reused only when every field the encoding reads is the
 // very same string (same bytes at the same address) as in the new call: the
-// entry holds those strings, so their memory cannot be reused for other
-// text meanwhile, and equal strings encode equally. History read afresh
-// from the database (new strings) is simply encoded again.
+// entry holds the messages it was made from, so their memory cannot be
+// reused for other text meanwhile, and equal strings encode equally.
+// History read afresh from the database (new strings) is encoded again.
 type wireCache struct {
 	mu      sync.Mutex
 	entries map[string]*wireEntry
@@ -26,7 +26,7 @@ type wireCache struct {
 
 // wireEntry is one conversation's history as last sent.
 type wireEntry struct {
-	msgs []chat.Message // the messages, holding their strings
+	msgs []chat.Message // the history last sent (the caller's, never changed in place)
 	offs []int          // msgs[i] is enc[offs[i]:offs[i+1]], comma included
 	enc  []byte
 	used uint64
@@ -42,7 +42,8 @@ const (
 
 var messageSize = int(unsafe.Sizeof(chat.Message{}))
 
-func (e *wireEntry) bytes() int { return cap(e.enc) + cap(e.msgs)*messageSize + cap(e.offs)*8 }
+// bytes is what the entry holds beside the history it was given.
+func (e *wireEntry) bytes() int { return cap(e.enc) + cap(e.offs)*8 + messageSize }
 
 func newWireCache() *wireCache { return &wireCache{entries: map[string]*wireEntry{}} }
 
@@ -116,9 +117,11 @@ func (wc *wireCache) appendHistory(out []byte, key string, hist []chat.Message) 
 		return out // too large to keep; e is dropped
 	}
 	e.enc = append(e.enc[:0], enc...)
-	// The entry's own copy of the message headers holds their strings.
-	clear(e.msgs[min(len(hist), len(e.msgs)):])
-	e.msgs = append(e.msgs[:0], hist...)
+	// hist itself is kept, not a copy: the caller never changes its
+	// messages in place (see Request.HistoryKey), and holding them holds
+	// their strings. A stored session's history is the store cache's
+	// memory, so this costs nothing beside the encoding.
+	e.msgs = hist
 	e.used = tick
 	wc.put(key, e)
 	return out
