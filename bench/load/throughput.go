@@ -76,6 +76,7 @@ func throughput(w io.Writer, bin, floorBin string, n16, rounds int) error {
 		us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.Nanoseconds())/1e3) }
 		fmt.Fprintf(tw, "round %d\t%.0f\t%.0f\t%.2fx\t%s\t%s\t%s\t%s\t\n", r+1, rps[0], rps[1], rps[1]/rps[0], us(cpu[0]), us(cpu[1]), us(self[0]), us(self[1]))
 	}
+	fmt.Fprintf(tw, "peak RSS\t%.1f MB\t%.1f MB\t\t\t\t\t\t\n", float64(fl.rssKB("VmHWM"))/1024, float64(p.rssKB("VmHWM"))/1024)
 	return nil
 }
 
