@@ -19,9 +19,14 @@ import (
 // Request is one chat-completions call: the system prompt, then the stored
 // history, then the current turn's messages.
 type Request struct {
-	System   string
-	History  []chat.Message
-	Messages []chat.Message
+	// The system prompt is SystemHead followed by System. SystemHead is
+	// the part that stays the same from turn to turn (the workspace files,
+	// the tool summaries): the client keeps its encoding while it is the
+	// same string.
+	SystemHead string
+	System     string
+	History    []chat.Message
+	Messages   []chat.Message
 	// Tools are offered with tool_choice "auto" unless the model is known
 	// to reject them.
 	Tools []chat.ToolDef

@@ -61,9 +61,13 @@ func encodeChatWith(out []byte, b chatBody, r Request, wc *wireCache) []byte {
 	// Every message is followed by a comma, the last one's replaced by
 	// the closing bracket: the history's encoding is then the same bytes
 	// wherever it lands, and can be kept and copied whole.
-	if r.System != "" {
-		out = appendMessage(out, &chat.Message{Role: chat.RoleSystem, Content: r.System})
-		out = append(out, ',')
+	if r.SystemHead != "" || r.System != "" {
+		// Escaping is per character, so the two parts escaped one after
+		// the other are the whole prompt escaped.
+		out = append(out, `{"role":"system","content":"`...)
+		out = wc.appendHead(out, r.SystemHead)
+		out = appendEscaped(out, r.System)
+		out = append(out, '"', '}', ',')
 	}
 	out = wc.appendHistory(out, r.HistoryKey, r.History)
 	for i := range r.Messages {
@@ -168,6 +172,12 @@ const (
 // becomes U+FFFD.
 func appendString(out []byte, s string) []byte {
 	out = append(out, '"')
+	out = appendEscaped(out, s)
+	return append(out, '"')
+}
+
+// appendEscaped appends s escaped as in a JSON string, without the quotes.
+func appendEscaped(out []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		// A chat request is mostly plain text: it is tested a word of 8
@@ -237,8 +247,7 @@ func appendString(out []byte, s string) []byte {
 			i += size
 		}
 	}
-	out = append(out, s[start:]...)
-	return append(out, '"')
+	return append(out, s[start:]...)
 }
 
 // chatResponse is what a turn reads of a chat-completions response, under

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"bytes"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/perchhq/perch/appliance/chat"
@@ -18,10 +20,37 @@ import (
 // reused for other text meanwhile, and equal strings encode equally.
 // History read afresh from the database (new strings) is encoded again.
 type wireCache struct {
+	// head is the last system prompt head escaped: the same string
+	// every turn until a workspace file or the tools change.
+	head atomic.Pointer[wireHead]
+
 	mu      sync.Mutex
 	entries map[string]*wireEntry
 	size    int    // bytes held, over all entries
 	tick    uint64 // LRU clock
+}
+
+// wireHead is a system prompt head and its escaped text.
+type wireHead struct {
+	s   string
+	enc []byte
+}
+
+// appendHead appends head escaped, from the last call's encoding when
+// head is the same string.
+func (wc *wireCache) appendHead(out []byte, head string) []byte {
+	if wc == nil || head == "" {
+		return appendEscaped(out, head)
+	}
+	if h := wc.head.Load(); h != nil && sameString(h.s, head) {
+		return append(out, h.enc...)
+	}
+	start := len(out)
+	out = appendEscaped(out, head)
+	if len(out)-start <= wireMaxEntry {
+		wc.head.Store(&wireHead{s: head, enc: bytes.Clone(out[start:])})
+	}
+	return out
 }
 
 // wireEntry is one conversation's history as last sent.

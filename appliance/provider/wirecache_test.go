@@ -108,3 +108,33 @@ func TestWireCacheBounds(t *testing.T) {
 		t.Fatal("the most recent conversation was evicted")
 	}
 }
+
+// TestSystemHeadEncodesAsOnePrompt: a system prompt sent as a head and a
+// tail is the same request as the whole prompt in System, and the head's
+// escaped text is reused only for the very same string.
+func TestSystemHeadEncodesAsOnePrompt(t *testing.T) {
+	wc := newWireCache()
+	heads := []string{"", "You are Perch.\n", "quote \" back \\ tab\t ünï \u2028 bad \xff", strings.Repeat("h", 5000)}
+	tails := []string{"", "\n## Now\nTime: 12:00\n", "ü\"\n"}
+	for _, h := range heads {
+		for _, tail := range tails {
+			whole := encodeChat(nil, chatBody{model: "m"}, Request{System: h + tail, Messages: userMsg("x")})
+			for range 2 { // encoded, then from the kept head
+				got := encodeChatWith(nil, chatBody{model: "m"}, Request{SystemHead: h, System: tail, Messages: userMsg("x")}, wc)
+				if !bytes.Equal(got, whole) {
+					t.Fatalf("head %q tail %q:\n%s\nwant\n%s", h, tail, got, whole)
+				}
+			}
+		}
+	}
+	head := "You are Perch, kept."
+	encodeChatWith(nil, chatBody{model: "m"}, Request{SystemHead: head}, wc)
+	h := wc.head.Load()
+	copy(h.enc, bytes.ToUpper(h.enc))
+	if got := encodeChatWith(nil, chatBody{model: "m"}, Request{SystemHead: head}, wc); !bytes.Contains(got, []byte("PERCH, KEPT")) {
+		t.Fatalf("the kept head was not reused: %s", got)
+	}
+	if got := encodeChatWith(nil, chatBody{model: "m"}, Request{SystemHead: strings.Clone(head)}, wc); bytes.Contains(got, []byte("PERCH, KEPT")) {
+		t.Fatalf("an equal head in another string reused the kept bytes: %s", got)
+	}
+}
