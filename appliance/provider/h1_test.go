@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/provider/providertest"
 )
 
 // connCounter counts the connections a test server accepted and closed.
@@ -393,5 +397,70 @@ func TestH1EndlessHeaderIsCut(t *testing.T) {
 	_, _, err = post(context.Background(), tr, "http://"+ln.Addr().String(), "x")
 	if !errors.Is(err, errHeaderTooLarge) {
 		t.Fatalf("err = %v, want %v", err, errHeaderTooLarge)
+	}
+}
+
+// TestH1ConcurrentCallsShareThePool: calls at once each get a connection
+// of their own, and every answer reaches the call that asked for it.
+func TestH1ConcurrentCallsShareThePool(t *testing.T) {
+	srv, cc := newH1Server(t, echo)
+	tr := h1For(t)
+	const workers, calls = 16, 25
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range calls {
+				body := fmt.Sprintf("worker %d call %d %s", w, i, strings.Repeat("z", (w*calls+i)%3000))
+				got, _, err := post(context.Background(), tr, srv.URL, body)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got != "HTTP/1.1 "+body {
+					t.Errorf("worker %d call %d read another call's answer: %.40q", w, i, got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := cc.opened.Load(); n > workers {
+		t.Fatalf("%d connections for %d concurrent callers", n, workers)
+	}
+}
+
+// TestChatGoesThroughH1: a provider call without a proxy is sent by the
+// h1 transport (its connection comes back to h1's pool), and with
+// providers.<name>.proxy set by net/http's.
+func TestChatGoesThroughH1(t *testing.T) {
+	fake := providertest.New()
+	defer fake.Close()
+	cl := newTestClient(t, fake, nil)
+	if _, err := cl.Chat(context.Background(), Request{Messages: userMsg("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	cl.tr.h1.mu.Lock()
+	idle := cl.tr.h1.nIdle
+	cl.tr.h1.mu.Unlock()
+	if idle != 1 {
+		t.Fatalf("h1 holds %d idle connections after a call, want 1", idle)
+	}
+
+	var proxied atomic.Int32
+	proxy, _ := newH1Server(t, func(w http.ResponseWriter, r *http.Request) {
+		proxied.Add(1)
+		http.Error(w, `{"error":{"message":"proxy says no"}}`, http.StatusBadGateway)
+	})
+	pcl := newTestClient(t, fake, func(c *config.Config) {
+		c.Providers.OpenRouter.Proxy = proxy.URL
+		c.Providers.OpenRouter.MaxRetries = 0
+	})
+	if _, err := pcl.Chat(context.Background(), Request{Messages: userMsg("hi")}); err == nil || proxied.Load() != 1 {
+		t.Fatalf("through the proxy: err %v, proxy saw %d calls", err, proxied.Load())
+	}
+	pcl.tr.h1.mu.Lock()
+	defer pcl.tr.h1.mu.Unlock()
+	if pcl.tr.h1.nIdle != 0 {
+		t.Fatal("a proxied call went through h1")
 	}
 }
