@@ -32,32 +32,45 @@ type promptBuilder struct {
 	static    string
 	toolCount int
 	toolText  string
+	head      string // static + toolText, made once for both
 }
 
 func newPromptBuilder(dir string) *promptBuilder { return &promptBuilder{dir: dir} }
 
 func (b *promptBuilder) build(reg *tools.Registry, in bus.Inbound, key string) string {
+	head, tail := b.parts(reg, in, key)
+	return head + tail
+}
+
+// parts returns the system prompt as its head, the workspace files and the
+// tool summaries (one string, the same from turn to turn until one of them
+// changes, so the provider client can keep its encoding), and its tail,
+// this turn's time, session and wishes.
+func (b *promptBuilder) parts(reg *tools.Registry, in bus.Inbound, key string) (head, tail string) {
 	b.mu.Lock()
 	if time.Since(b.checked) > time.Second {
 		b.checked = time.Now()
 		if st := b.fileStamp(); st != b.stamp || b.static == "" {
 			b.stamp = st
 			b.static = b.readStatic()
+			b.head = ""
 		}
 	}
 	if n := reg.Count(); n != b.toolCount || b.toolText == "" {
 		b.toolCount = n
 		b.toolText = "## Tools\n" + strings.Join(reg.Summaries(), "\n") + "\n"
+		b.head = ""
 	}
-	static, toolText := b.static, b.toolText
+	if b.head == "" {
+		b.head = b.static + b.toolText
+	}
+	head = b.head
 	b.mu.Unlock()
 
 	// Written piece by piece rather than with fmt: this runs every turn,
 	// and the builder is sized once for the whole prompt.
 	var sb strings.Builder
-	sb.Grow(len(static) + len(toolText) + 128 + len(key) + len(in.Channel) + len(in.ChatID))
-	sb.WriteString(static)
-	sb.WriteString(toolText)
+	sb.Grow(128 + len(key) + len(in.Channel) + len(in.ChatID))
 	now := time.Now()
 	var stamp [48]byte
 	sb.WriteString("\n## Now\nTime: ")
@@ -84,7 +97,7 @@ func (b *promptBuilder) build(reg *tools.Registry, in bus.Inbound, key string) s
 		}
 		sb.WriteString("; for images use generate_image with these settings.\n")
 	}
-	return sb.String()
+	return head, sb.String()
 }
 
 // fileStamp summarises the prompt files' and skills' modification times.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/tools"
@@ -43,5 +44,26 @@ func TestPromptNowSection(t *testing.T) {
 		if !strings.HasSuffix(got, c.tail(before)) && !strings.HasSuffix(got, c.tail(after)) {
 			t.Errorf("prompt ends\n%q\nwant\n%q", got[strings.LastIndex(got, "\n## Now"):], c.tail(after))
 		}
+	}
+}
+
+// TestPromptHeadIsKept: the head of the system prompt is the same string
+// from turn to turn (the provider keeps its encoding while it is), and a
+// new one once the tools change.
+func TestPromptHeadIsKept(t *testing.T) {
+	reg := tools.NewRegistry(slog.New(slog.DiscardHandler))
+	b := newPromptBuilder(t.TempDir())
+	h1, tail := b.parts(reg, bus.Inbound{Channel: "cli"}, "k")
+	h2, _ := b.parts(reg, bus.Inbound{Channel: "telegram", ChatID: "1"}, "t")
+	if unsafe.StringData(h1) != unsafe.StringData(h2) || !strings.HasPrefix(h1, "You are Perch") || !strings.HasPrefix(tail, "\n## Now\n") {
+		t.Fatalf("two turns built two heads, or the parts are wrong: %q | %q", h1[:20], tail)
+	}
+	if got := b.build(reg, bus.Inbound{Channel: "cli"}, "k"); !strings.HasPrefix(got, h1) || !strings.Contains(got[len(h1):], "Session: k (channel cli)") {
+		t.Fatalf("build is not head and tail: %q", got)
+	}
+	reg.Register(tools.Func{ToolName: "newtool", ToolDescription: "a new tool", Params: tools.Object(nil)})
+	h3, _ := b.parts(reg, bus.Inbound{Channel: "cli"}, "k")
+	if h3 == h1 || !strings.Contains(h3, "newtool") {
+		t.Fatal("the head did not change with the tools")
 	}
 }

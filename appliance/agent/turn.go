@@ -69,7 +69,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	reg := l.opts.Tools
 	defs := reg.ProviderDefinitions()
 	defsJSON := reg.ProviderDefinitionsJSON()
-	system := l.prompt.build(reg, in, sess.Key())
+	head, system := l.prompt.parts(reg, in, sess.Key())
 	if in.RestrictTools {
 		// A sender nobody vouched for: only tools that cannot change the
 		// board, and the model is told what is withheld and why.
@@ -89,8 +89,13 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	}
 	// The history is sent as stored, without a copy; this turn's messages
 	// follow it.
-	req := provider.Request{System: system, History: hist,
+	req := provider.Request{SystemHead: head, System: system, History: hist,
 		Messages: []chat.Message{user}, Tools: defs, ToolsJSON: defsJSON}
+	if _, stored := sess.(storeSession); stored {
+		// The store's histories are never changed in place, so the
+		// provider may keep their encoding for the next turn.
+		req.HistoryKey = sess.Key()
+	}
 
 	call := tools.Call{Channel: in.Channel, ChatID: in.ChatID, SessionKey: sess.Key(), Async: l.asyncNotifier(in), Restricted: in.RestrictTools}
 	if in.RestrictTools {

@@ -12,6 +12,7 @@ import (
 	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/tools"
+	"github.com/perchhq/perch/store/storetest"
 )
 
 // slowSession is a session whose first commit (the user's message) waits
@@ -188,5 +189,41 @@ func TestSlowAnswerCommitsTheUserMessageDuringTheCall(t *testing.T) {
 	}
 	if len(sess.commits) != 2 || len(sess.commits[1]) != 1 {
 		t.Fatalf("commits %+v: want the user's message, then the answer", sess.commits)
+	}
+}
+
+// keyRecorder answers at once and records each call's HistoryKey.
+type keyRecorder struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (p *keyRecorder) Name() string  { return "fake" }
+func (p *keyRecorder) Model() string { return "m" }
+func (p *keyRecorder) Chat(_ context.Context, r provider.Request) (*provider.Response, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keys = append(p.keys, r.HistoryKey)
+	return &provider.Response{Content: "ok"}, nil
+}
+
+// TestHistoryKeyOnlyForStoredSessions: a stored session's history is
+// never changed in place, so its turns let the provider keep the history's
+// encoding (HistoryKey); a subagent's history in memory is appended in
+// place and is sent without a key.
+func TestHistoryKeyOnlyForStoredSessions(t *testing.T) {
+	db := storetest.Open(t)
+	p := &keyRecorder{}
+	l := New(Options{Store: db})
+	defer l.Stop(context.Background())
+	in := bus.Inbound{Channel: "cli", Text: "hi"}
+	if _, err := l.runTurn(context.Background(), p, storeSession{db: db, key: "cli:1", limit: 200, in: in}, in, turnOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.runTurn(context.Background(), p, &memSession{key: "subagent:1"}, in, turnOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.keys) != 2 || p.keys[0] != "cli:1" || p.keys[1] != "" {
+		t.Fatalf("history keys %q, want the stored session's key, then none", p.keys)
 	}
 }

@@ -44,10 +44,47 @@ func BenchmarkChatCall(b *testing.B) {
 	}
 	toolsJSON, _ := json.Marshal(tools)
 	req := Request{System: strings.Repeat("You are Perch. ", 100), History: hist, Messages: hist[:1], Tools: tools, ToolsJSON: toolsJSON}
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := cl.Chat(context.Background(), req); err != nil {
-			b.Fatal(err)
+	// encoded: every call encodes the whole history; kept: the history's
+	// encoding is kept between calls, as for a stored session.
+	for _, key := range []string{"", "bench:1"} {
+		name := "encoded"
+		if key != "" {
+			name = "kept"
 		}
+		b.Run(name, func(b *testing.B) {
+			req.HistoryKey = key
+			for b.Loop() {
+				if _, err := cl.Chat(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEncodeHistory is the encoding of a 200-message history, whole
+// and with its encoding kept from the last call (one message changed).
+func BenchmarkEncodeHistory(b *testing.B) {
+	hist := make([]chat.Message, 1200)
+	for i := range hist {
+		hist[i] = chat.Message{Role: []string{"user", "assistant"}[i%2], Content: "hello, how are you today? fine thanks"}
+	}
+	wc := newWireCache()
+	buf := make([]byte, 0, 64<<10)
+	for _, key := range []string{"", "k"} {
+		name := "encoded"
+		if key != "" {
+			name = "kept"
+		}
+		b.Run(name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				// The window slides by one message a call, as a session's
+				// does at its history limit.
+				r := Request{History: hist[i%1000 : i%1000+200], HistoryKey: key}
+				buf = encodeChatWith(buf[:0], chatBody{model: "m"}, r, wc)
+				i++
+			}
+		})
 	}
 }

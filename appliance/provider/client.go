@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -18,15 +19,26 @@ import (
 // Request is one chat-completions call: the system prompt, then the stored
 // history, then the current turn's messages.
 type Request struct {
-	System   string
-	History  []chat.Message
-	Messages []chat.Message
+	// The system prompt is SystemHead followed by System. SystemHead is
+	// the part that stays the same from turn to turn (the workspace files,
+	// the tool summaries): the client keeps its encoding while it is the
+	// same string.
+	SystemHead string
+	System     string
+	History    []chat.Message
+	Messages   []chat.Message
 	// Tools are offered with tool_choice "auto" unless the model is known
 	// to reject them.
 	Tools []chat.ToolDef
 	// ToolsJSON, when set, is Tools already encoded as a JSON array (the
 	// registry caches it: the definitions are the same every turn).
 	ToolsJSON []byte
+	// HistoryKey, when set, names the conversation History belongs to:
+	// the client keeps History's encoding, and the next call with the same
+	// key copies whatever part of it is unchanged instead of encoding it
+	// again. Messages of a History passed with a key must never be changed
+	// in place (the store's histories never are).
+	HistoryKey string
 }
 
 // Response is the model's answer.
@@ -57,6 +69,7 @@ type Client struct {
 	log         *slog.Logger
 
 	noTools sync.Map // model -> true: learned at run time
+	wire    *wireCache
 }
 
 // Options configure a Client. OptionsFor builds them from the config.
@@ -130,7 +143,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider: providers.%s.proxy: %w", choice.Name, err)
 	}
-	tr := &transport{client: hc, policy: defaultPolicy(p.MaxRetries), log: log.With("provider", choice.Name)}
+	tr := &transport{client: hc, h1: newH1Transport(hc.Transport.(*http.Transport)), policy: defaultPolicy(p.MaxRetries), log: log.With("provider", choice.Name)}
 	if choice.Name == "gemini" && (p.AuthMethod == "gcloud-adc" || p.AuthMethod == "adc") {
 		ts, err := adcTokenSource(hc)
 		if err != nil {
@@ -159,6 +172,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		fallbacks:   o.Fallbacks,
 		imageModel:  o.ImageModel,
 		log:         log,
+		wire:        newWireCache(),
 	}, nil
 }
 
@@ -217,7 +231,7 @@ func (c *Client) chat(ctx context.Context, model string, r Request, tools []chat
 		b.models = append([]string{model}, c.fallbacks...)
 	}
 	bp := bodyPool.Get().(*[]byte)
-	body := encodeChat((*bp)[:0], b, r)
+	body := encodeChatWith((*bp)[:0], b, r, c.wire)
 	defer func() {
 		if cap(body) <= maxPooled {
 			*bp = body[:0]

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,9 @@ func defaultPolicy(maxRetries int) retryPolicy {
 // transport is the HTTPDoer under go-openai.
 type transport struct {
 	client *http.Client
+	// h1 sends what it can in the caller's goroutine (h1.go); client,
+	// whose transport h1 takes its settings from, sends the rest.
+	h1     *h1Transport
 	policy retryPolicy
 	tokens tokenSource // ADC; nil for key auth
 	log    *slog.Logger
@@ -132,7 +136,7 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 			}
 			req.Body = body
 		}
-		resp, err := t.client.Do(req)
+		resp, err := t.send(req)
 		if ctx.Err() != nil {
 			if resp != nil {
 				resp.Body.Close()
@@ -167,6 +171,33 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 		case <-timer.C:
 		}
 	}
+}
+
+// send makes one attempt of req.
+func (t *transport) send(req *http.Request) (*http.Response, error) {
+	if t.h1 == nil || !t.h1.handles(req) {
+		return t.client.Do(req)
+	}
+	resp, err := t.h1.RoundTrip(req)
+	if err != nil {
+		// The shape of http.Client's errors: the call, then the cause.
+		return nil, &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.Redacted(), Err: err}
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.StatusCode != http.StatusNotModified && resp.Header.Get("Location") != "" &&
+		(req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) {
+		// A redirect is followed as http.Client follows it; providers
+		// do not redirect their API, so this is the rare path.
+		resp.Body.Close()
+		if req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req.Body = body
+		}
+		return t.client.Do(req)
+	}
+	return resp, nil
 }
 
 func errText(err error) string {

@@ -49,22 +49,33 @@ const maxPooled = 1 << 20
 
 // encodeChat appends the request body to out.
 func encodeChat(out []byte, b chatBody, r Request) []byte {
+	return encodeChatWith(out, b, r, nil)
+}
+
+// encodeChatWith is encodeChat taking the history's encoding from wc where
+// an earlier call of the same conversation left it (wc may be nil).
+func encodeChatWith(out []byte, b chatBody, r Request, wc *wireCache) []byte {
 	out = append(out, `{"model":`...)
 	out = appendString(out, b.model)
 	out = append(out, `,"messages":[`...)
-	first := true
-	if r.System != "" {
-		out = appendMessage(out, &chat.Message{Role: chat.RoleSystem, Content: r.System})
-		first = false
+	// Every message is followed by a comma, the last one's replaced by
+	// the closing bracket: the history's encoding is then the same bytes
+	// wherever it lands, and can be kept and copied whole.
+	if r.SystemHead != "" || r.System != "" {
+		// Escaping is per character, so the two parts escaped one after
+		// the other are the whole prompt escaped.
+		out = append(out, `{"role":"system","content":"`...)
+		out = wc.appendHead(out, r.SystemHead)
+		out = appendEscaped(out, r.System)
+		out = append(out, '"', '}', ',')
 	}
-	for _, part := range [2][]chat.Message{r.History, r.Messages} {
-		for i := range part {
-			if !first {
-				out = append(out, ',')
-			}
-			first = false
-			out = appendMessage(out, &part[i])
-		}
+	out = wc.appendHistory(out, r.HistoryKey, r.History)
+	for i := range r.Messages {
+		out = appendMessage(out, &r.Messages[i])
+		out = append(out, ',')
+	}
+	if out[len(out)-1] == ',' {
+		out = out[:len(out)-1]
 	}
 	out = append(out, ']')
 	if b.maxCompletionTokens > 0 {
@@ -161,6 +172,12 @@ const (
 // becomes U+FFFD.
 func appendString(out []byte, s string) []byte {
 	out = append(out, '"')
+	out = appendEscaped(out, s)
+	return append(out, '"')
+}
+
+// appendEscaped appends s escaped as in a JSON string, without the quotes.
+func appendEscaped(out []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		// A chat request is mostly plain text: it is tested a word of 8
@@ -230,8 +247,7 @@ func appendString(out []byte, s string) []byte {
 			i += size
 		}
 	}
-	out = append(out, s[start:]...)
-	return append(out, '"')
+	return append(out, s[start:]...)
 }
 
 // chatResponse is what a turn reads of a chat-completions response, under

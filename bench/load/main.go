@@ -39,14 +39,17 @@ func main() {
 	starts := flag.Int("starts", 11, "restarts of perch and the floor, alternating, whose median start is compared")
 	only := flag.String("only", "", `run one measure alone: "start" (a fresh start, the load's turns so the database has its size, then the alternating restarts) or "channels" (the gateway with every chat channel and MQTT)`)
 	flag.StringVar(&diagDir, "diag", "", "directory to write, at each warm reading, the gateway's smaps, status and resident pages of its binary (for attribution)")
+	tput := flag.Int("throughput", 0, "measure only c=16 throughput and CPU per turn of the floor and perch, this many rounds")
 	flag.Parse()
 	var err error
-	switch *only {
-	case "":
+	switch {
+	case *tput > 0:
+		err = throughput(os.Stdout, *bin, *floor, *n16, *tput)
+	case *only == "":
 		err = run(os.Stdout, *bin, *floor, *n1, *n16, *settle, *idle, *starts)
-	case "start":
+	case *only == "start":
 		err = runStarts(os.Stdout, *bin, *floor, *n1, *n16, *starts)
-	case "channels":
+	case *only == "channels":
 		err = runChannels(os.Stdout, *bin, *settle, *idle)
 	default:
 		fmt.Fprintf(os.Stderr, "load: -only %q: the measures that run alone are \"start\" and \"channels\"\n", *only)

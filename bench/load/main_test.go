@@ -133,3 +133,15 @@ func TestWriteBack(t *testing.T) {
 		t.Errorf("missing binary: %v", err)
 	}
 }
+
+// TestCPUTime: the CPU time read from /proc grows with work done.
+func TestCPUTime(t *testing.T) {
+	before := cpuTime(os.Getpid())
+	x := 0
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		x++
+	}
+	if d := cpuTime(os.Getpid()) - before; d < 100*time.Millisecond {
+		t.Fatalf("300 ms of spinning counted as %v of CPU (%d)", d, x)
+	}
+}
