@@ -218,31 +218,50 @@ func buildFloor(dir string) (string, error) {
 	return out, nil
 }
 
+// bench is what every measure starts from: the fake provider, a fresh home,
+// the floor (built when not given) and a client; both binaries are written
+// back first, so they run from clean page-cache pages as on a board.
+type bench struct {
+	base, home, floorBin string
+	client               *http.Client
+}
+
+func setUp(bin, floorBin string) (*bench, func(), error) {
+	if err := writeBack(bin); err != nil {
+		return nil, nil, err
+	}
+	base, stopFake := fakeProvider()
+	home, err := os.MkdirTemp("", "perch-load-*")
+	if err != nil {
+		stopFake()
+		return nil, nil, err
+	}
+	done := func() { os.RemoveAll(home); stopFake() }
+	if floorBin == "" {
+		if floorBin, err = buildFloor(home); err != nil {
+			done()
+			return nil, nil, err
+		}
+	}
+	if err := writeBack(floorBin); err != nil {
+		done()
+		return nil, nil, err
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
+	return &bench{base: base, home: home, floorBin: floorBin, client: client}, done, nil
+}
+
 func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.Duration, starts int) error {
 	st, err := os.Stat(bin)
 	if err != nil {
 		return err
 	}
-	if err := writeBack(bin); err != nil {
-		return err
-	}
-	base, stopFake := fakeProvider()
-	defer stopFake()
-	home, err := os.MkdirTemp("", "perch-load-*")
+	b, done, err := setUp(bin, floorBin)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(home)
-	if floorBin == "" {
-		if floorBin, err = buildFloor(home); err != nil {
-			return err
-		}
-	}
-	// The floors are measured in the same state as perch.
-	if err := writeBack(floorBin); err != nil {
-		return err
-	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
+	defer done()
+	base, home, floorBin, client := b.base, b.home, b.floorBin, b.client
 
 	// The floors first, so perch runs last on a machine in the same state.
 	var floors [2]figures
@@ -367,19 +386,12 @@ func writeConfig(home, base string) string {
 // database of the same size), then the alternating restarts of perch and
 // the floor. For work on the start path, where the full run takes minutes.
 func runStarts(w io.Writer, bin, floorBin string, n1, n16, starts int) error {
-	base, stopFake := fakeProvider()
-	defer stopFake()
-	home, err := os.MkdirTemp("", "perch-load-*")
+	b, done, err := setUp(bin, floorBin)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(home)
-	if floorBin == "" {
-		if floorBin, err = buildFloor(home); err != nil {
-			return err
-		}
-	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
+	defer done()
+	base, home, floorBin, client := b.base, b.home, b.floorBin, b.client
 	url := writeConfig(home, base)
 	const token = "bench-token-0123456789abcdef"
 	s, err := launch(client, []string{bin, "gateway"}, []string{"PERCH_HOME=" + home}, url, token)

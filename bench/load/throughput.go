@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,19 +18,12 @@ import (
 // provider and the clients), so unlike req/s it does not move much
 // with what else the machine is running.
 func throughput(w io.Writer, bin, floorBin string, n16, rounds int) error {
-	base, stopFake := fakeProvider()
-	defer stopFake()
-	home, err := os.MkdirTemp("", "perch-load-*")
+	b, done, err := setUp(bin, floorBin)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(home)
-	if floorBin == "" {
-		if floorBin, err = buildFloor(home); err != nil {
-			return err
-		}
-	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
+	defer done()
+	base, home, floorBin, client := b.base, b.home, b.floorBin, b.client
 	fport := freePort()
 	furl := fmt.Sprintf("http://127.0.0.1:%d", fport)
 	fl, err := launch(client, []string{floorBin, "-addr", fmt.Sprintf("127.0.0.1:%d", fport), "-provider", base, "-dir", home}, nil, furl, "")
@@ -41,17 +31,7 @@ func throughput(w io.Writer, bin, floorBin string, n16, rounds int) error {
 		return err
 	}
 	defer fl.stop()
-	port := freePort()
-	cfg := map[string]any{
-		"gateway":   map[string]any{"host": "127.0.0.1", "port": port, "api_token": "bench-token-0123456789abcdef"},
-		"providers": map[string]any{"openrouter": map[string]any{"api_key": "k", "api_base": base}},
-		"agents":    map[string]any{"defaults": map[string]any{"model": "openai/gpt-4o-mini"}},
-	}
-	data, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(home, "config.json"), data, 0o600); err != nil {
-		return err
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	url := writeConfig(home, base)
 	p, err := launch(client, []string{bin, "gateway"}, []string{"PERCH_HOME=" + home}, url, "bench-token-0123456789abcdef")
 	if err != nil {
 		return err
