@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/perchhq/perch/appliance/chat"
-	"github.com/perchhq/perch/appliance/config"
 )
 
 // BenchmarkChatCall is one provider call with a full 200-message history
@@ -24,18 +23,8 @@ func BenchmarkChatCall(b *testing.B) {
 		w.Write(reply)
 	}))
 	defer srv.Close()
-	cfg := config.Default()
-	cfg.Providers.OpenRouter.APIKey = "k"
-	cfg.Providers.OpenRouter.APIBase = srv.URL
-	cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
-	cl, err := FromConfig(context.Background(), cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	hist := make([]chat.Message, 200)
-	for i := range hist {
-		hist[i] = chat.Message{Role: []string{"user", "assistant"}[i%2], Content: "hello, how are you today? fine thanks"}
-	}
+	cl := clientAt(b, srv.URL, nil)
+	hist := history(200, "hello, how are you today? fine thanks")
 	tools := make([]chat.ToolDef, 20)
 	for i := range tools {
 		tools[i] = chat.ToolDef{Name: "tool" + string(rune('a'+i)),

@@ -24,7 +24,7 @@ import (
 	"github.com/perchhq/perch/appliance/provider/providertest"
 )
 
-func cfgWith(t *testing.T, mutate func(c *config.Config)) *config.Config {
+func cfgWith(t testing.TB, mutate func(c *config.Config)) *config.Config {
 	t.Helper()
 	c := config.Default()
 	mutate(c)
@@ -125,9 +125,15 @@ func TestReasoningModels(t *testing.T) {
 // newTestClient points provider name at the fake with fast retries.
 func newTestClient(t *testing.T, fake *providertest.Server, mutate func(c *config.Config)) *Client {
 	t.Helper()
+	return clientAt(t, fake.Base(), mutate)
+}
+
+// clientAt is a client of the provider at base (a loopback server).
+func clientAt(t testing.TB, base string, mutate func(c *config.Config)) *Client {
+	t.Helper()
 	cfg := cfgWith(t, func(c *config.Config) {
 		c.Providers.OpenRouter.APIKey = "sk-or-secret-key"
-		c.Providers.OpenRouter.APIBase = fake.Base()
+		c.Providers.OpenRouter.APIBase = base
 		c.Agents.Defaults.Model = "openai/gpt-4o-mini"
 		if mutate != nil {
 			mutate(c)
@@ -139,6 +145,15 @@ func newTestClient(t *testing.T, fake *providertest.Server, mutate func(c *confi
 	}
 	cl.tr.policy.BaseDelay = time.Millisecond
 	return cl
+}
+
+// history is n messages of text, the user's and the assistant's in turn.
+func history(n int, text string) []chat.Message {
+	h := make([]chat.Message, n)
+	for i := range h {
+		h[i] = chat.Message{Role: []string{"user", "assistant"}[i%2], Content: text}
+	}
+	return h
 }
 
 func userMsg(s string) []chat.Message {

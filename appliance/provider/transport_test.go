@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/provider/providertest"
 )
@@ -116,21 +115,11 @@ func TestLongRequestCopiesThroughPool(t *testing.T) {
 		w.Write(reply)
 	}))
 	defer srv.Close()
-	cfg := config.Default()
-	cfg.Providers.OpenRouter.APIKey = "k"
-	cfg.Providers.OpenRouter.APIBase = srv.URL
-	cfg.Agents.Defaults.Model = "openai/gpt-4o-mini"
-	cl, err := FromConfig(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hist := make([]chat.Message, 200)
-	for i := range hist {
-		hist[i] = chat.Message{Role: []string{"user", "assistant"}[i%2], Content: strings.Repeat("a longer message of a real conversation. ", 12)}
-	}
+	cl := clientAt(t, srv.URL, nil)
+	hist := history(200, strings.Repeat("a longer message of a real conversation. ", 12))
 	req := Request{System: "s", History: hist, Messages: userMsg("now")}
 	temp := 0.7
-	want := encodeChat(nil, chatBody{model: "openai/gpt-4o-mini", maxTokens: cfg.Agents.Defaults.MaxTokens, temperature: &temp}, req)
+	want := encodeChat(nil, chatBody{model: "openai/gpt-4o-mini", maxTokens: config.Default().Agents.Defaults.MaxTokens, temperature: &temp}, req)
 	if len(want) < 3*requestBuffer {
 		t.Fatalf("body of %d bytes does not test the tail", len(want))
 	}
