@@ -221,8 +221,7 @@ func openJournal(path string, applied uint64) (*journal, []*appendRec, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("store: journal %s: %w", path, err)
 	}
-	head := make([]byte, len(journalMagic))
-	if _, err := f.ReadAt(head, 0); st.Size() > 0 && (err != nil || string(head) != journalMagic) {
+	if st.Size() > 0 && !hasJournalHeader(f) {
 		// Not ours, or torn before its header was written: nothing in it
 		// was ever acknowledged, but keep it for a look.
 		f.Close()
@@ -388,6 +387,13 @@ func (j *journal) scanHalf(h int) ([]*appendRec, int64, error) {
 
 func (j *journal) close() error { return j.f.Close() }
 
+// hasJournalHeader reports whether f starts as a journal does.
+func hasJournalHeader(f *os.File) bool {
+	head := make([]byte, len(journalMagic))
+	_, err := f.ReadAt(head, 0)
+	return err == nil && string(head) == journalMagic
+}
+
 // readJournal returns the records of the journal at path above applied,
 // without changing the file (a salvage reads a damaged database's journal).
 func readJournal(path string, applied uint64) ([]*appendRec, error) {
@@ -400,8 +406,7 @@ func readJournal(path string, applied uint64) ([]*appendRec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: journal %s: %w", path, err)
 	}
-	head := make([]byte, len(journalMagic))
-	if _, err := f.ReadAt(head, 0); err != nil || string(head) != journalMagic {
+	if !hasJournalHeader(f) {
 		return nil, fmt.Errorf("store: %s is not a journal", path)
 	}
 	if st.Size() < journalSize {
