@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -26,9 +27,9 @@ func dbCommand() *Command {
 
 salvage copies every session, message, cron job, device record and sensor reading still readable
 from a damaged database into a new file, then the latest turns that only the journal beside it
-(FILE.journal) holds. By default it reads the newest damaged copy the gateway set
-aside (perch.db.damaged-<time>) and writes perch.db.salvaged-<time>. To use the result: stop the
-gateway, move perch.db away, move the salvaged file to perch.db, start the gateway.
+(FILE.journal) holds. By default it reads the newest damaged copy the gateway set aside
+(perch.db.damaged-<time>) and writes perch.db.salvaged-<time>. To use the result: stop the gateway,
+move perch.db away, move the salvaged file to perch.db, start the gateway.
 
 Both read the file under a shared lock: stop the gateway before checking perch.db itself.`,
 		Subcommands: []string{"check", "salvage"},
@@ -75,6 +76,11 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 				if copies := store.DamagedCopies(path); len(copies) > 0 {
 					src = copies[len(copies)-1]
 				}
+			}
+			if _, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) && from != "" {
+				return fmt.Errorf("db salvage: --from %s: no such file", src)
+			} else if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("db salvage: there is no database at %s and no damaged copy beside it; nothing to salvage (name one with --from)", src)
 			}
 			dst := to
 			if dst == "" {

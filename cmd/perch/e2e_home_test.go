@@ -33,7 +33,11 @@ func TestHomeCreatedPrivate(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "no database at "+filepath.Join(h.Dir, "perch.db")+" yet") {
 		t.Errorf("db check without a database: exit %d, %q", code, stderr)
 	}
+	_, stderr, code = h.Run("db", "salvage")
+	if code != 1 || !strings.Contains(stderr, "no database at "+filepath.Join(h.Dir, "perch.db")+" and no damaged copy") {
+		t.Errorf("db salvage without a database: exit %d, %q", code, stderr)
+	}
 	if _, err := os.Stat(h.Dir); err == nil {
-		t.Errorf("db check made %s", h.Dir)
+		t.Errorf("db check or salvage made %s", h.Dir)
 	}
 }
