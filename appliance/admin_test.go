@@ -197,7 +197,7 @@ func TestAdminCronPreview(t *testing.T) {
 		}
 	}
 	p.Next = nil
-	if code := call(t, base, "GET", "/admin/cron/preview?every_seconds=3600", "", &p); code != 200 || len(p.Next) != 5 || p.Next[1].Sub(p.Next[0]) != time.Hour || p.Describe != "every 1h0m0s" {
+	if code := call(t, base, "GET", "/admin/cron/preview?every_seconds=3600", "", &p); code != 200 || len(p.Next) != 5 || p.Next[1].Sub(p.Next[0]) != time.Hour || p.Describe != "every 1 hour" {
 		t.Errorf("every: %d %+v", code, p)
 	}
 	p.Next = nil

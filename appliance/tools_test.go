@@ -20,7 +20,7 @@ func TestCronToolOverTheScheduler(t *testing.T) {
 		return sys.Tools.Execute(ctx, "cron", args)
 	}
 	res := run(`{"action":"add","message":"stretch","every_seconds":3600}`)
-	if res.IsError() || !strings.HasPrefix(res.ForLLM, "scheduled job ") || !strings.Contains(res.ForLLM, "every 1h0m0s") {
+	if res.IsError() || !strings.HasPrefix(res.ForLLM, "scheduled job ") || !strings.Contains(res.ForLLM, "every 1 hour") {
 		t.Fatalf("add: %+v", res)
 	}
 	id := strings.Fields(strings.TrimPrefix(res.ForLLM, "scheduled job "))[0]

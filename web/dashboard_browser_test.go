@@ -350,7 +350,7 @@ func TestBrowserDashboard(t *testing.T) {
 			waitFor(t, ctx, "the readiness", `document.getElementById('ready-summary').textContent === 'Perch is ready.'`)
 			txt := eval[string](t, ctx, `document.getElementById('panel-system').textContent`)
 			waitFor(t, ctx, "the stream's status", `document.getElementById('channel-list').textContent.includes('1 page open')`)
-			for _, want := range []string{"Language model", "Database", "Sensors", "Sensor history", "1 sensor sampled every 1h0m0s", "USB devices", "This web page", "Version", "Memory", "Disk", "free of", "Up for"} {
+			for _, want := range []string{"Language model", "Database", "Sensors", "Sensor history", "1 sensor sampled every 1 hour", "USB devices", "This web page", "Version", "Memory", "Disk", "free of", "Up for"} {
 				if !strings.Contains(txt, want) {
 					t.Errorf("the System panel lacks %q", want)
 				}

@@ -67,9 +67,9 @@ var ErrNoJob = errors.New("no such job")
 func (s Schedule) Describe() string {
 	switch {
 	case s.AtSeconds != nil:
-		return fmt.Sprintf("once, %ds after it was added", *s.AtSeconds)
+		return fmt.Sprintf("once, %s after it was added", Span(time.Duration(*s.AtSeconds)*time.Second))
 	case s.EverySeconds != nil:
-		return fmt.Sprintf("every %s", time.Duration(*s.EverySeconds)*time.Second)
+		return "every " + Span(time.Duration(*s.EverySeconds)*time.Second)
 	case s.CronExpr != "":
 		if s.TZ != "" {
 			return fmt.Sprintf("cron %q (%s)", s.CronExpr, s.TZ)

@@ -48,3 +48,25 @@ func ParseSpan(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// spanNames are the units Span says a duration in, largest first.
+var spanNames = []struct {
+	d    time.Duration
+	name string
+}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}, {time.Second, "second"}}
+
+// Span says d as a person would, in the largest unit it is a whole number
+// of: "1 hour", "10 minutes", "90 seconds", "2 days" (as the web page does).
+// Go's form ("1h0m0s") is for durations below a second or not whole seconds.
+func Span(d time.Duration) string {
+	for _, u := range spanNames {
+		if d >= u.d && d%u.d == 0 {
+			n := int64(d / u.d)
+			if n == 1 {
+				return "1 " + u.name
+			}
+			return strconv.FormatInt(n, 10) + " " + u.name + "s"
+		}
+	}
+	return d.String()
+}

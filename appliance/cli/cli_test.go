@@ -94,7 +94,7 @@ func TestCronFlagsAndDurations(t *testing.T) {
 		t.Fatalf("add printed %q, want only the id", id)
 	}
 	out, _, _ := runCLI(t, "cron", "list")
-	if !strings.Contains(out, id) || !strings.Contains(out, "every 10m0s") {
+	if !strings.Contains(out, id) || !strings.Contains(out, "every 10 minutes") {
 		t.Errorf("list:\n%s", out)
 	}
 	for _, step := range [][2]string{{"disable", "Disabled job " + id}, {"enable", "Enabled job " + id}, {"remove", "Removed job " + id}} {

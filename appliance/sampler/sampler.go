@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/drivers/sensor"
 	"github.com/perchhq/perch/store"
 )
@@ -215,7 +216,7 @@ func (s *Sampler) Check() (bool, string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	msg := fmt.Sprintf("%d sensor%s sampled every %s", n, plural(n), s.opts.Every)
+	msg := fmt.Sprintf("%d sensor%s sampled every %s", n, plural(n), api.Span(s.opts.Every))
 	if s.rounds == 0 {
 		return true, msg + "; no round yet"
 	}

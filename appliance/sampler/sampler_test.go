@@ -81,7 +81,7 @@ func TestSampleStoresEveryQuantity(t *testing.T) {
 			t.Errorf("%s/%s history = %+v, %v", q.sensor, q.quantity, ss, err)
 		}
 	}
-	if ok, msg := s.Check(); !ok || msg != "2 sensors sampled every 1m0s" {
+	if ok, msg := s.Check(); !ok || msg != "2 sensors sampled every 1 minute" {
 		t.Errorf("check = %v %q", ok, msg)
 	}
 }
