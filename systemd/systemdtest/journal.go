@@ -26,13 +26,19 @@ var updateJournal = flag.Bool("update-journal", false, "rebuild testdata/*.journ
 // FIELD=value per line, systemd-journal-export(5)), because
 // systemd-journal-remote must have the exact version of the host's systemd:
 // installing it would upgrade the host's systemd whenever Debian's archive
-// is a point release ahead. Run the test with -update-journal on a machine
-// that has it to rebuild the file after changing the export.
+// is a point release ahead. To rebuild the file after changing the export
+// (each entry ends with a blank line, the last one too, or
+// systemd-journal-remote drops it), run the tests with -update-journal
+// where it exists: the host's own version can be fetched without installing
+// it (apt-get download systemd-journal-remote=<the host's systemd version>
+// libmicrohttpd12, then dpkg-deb -x) and run from there. The rebuilt file is
+// checked to hold every entry of the export before it is written.
 func Journal(t testing.TB, exportPath string) string {
 	t.Helper()
 	gz := strings.TrimSuffix(exportPath, ".export") + ".journal.gz"
 	if *updateJournal {
-		built := BuildJournalFile(t, exportPath)
+		built := buildJournalFile(t, exportPath)
+		checkJournal(t, built, exportPath)
 		raw, err := os.ReadFile(filepath.Join(built, "fixture.journal"))
 		if err != nil {
 			t.Fatal(err)
@@ -68,11 +74,11 @@ func Journal(t testing.TB, exportPath string) string {
 	return dir
 }
 
-// BuildJournal turns a journal export stream (systemd-journal-export(5): one
+// buildJournal turns a journal export stream (systemd-journal-export(5): one
 // FIELD=value per line, a blank line between entries) into a journal file
 // in a new directory, and returns the directory, for journalctl --directory.
-// It needs systemd-journal-remote; tests use Journal.
-func BuildJournal(t testing.TB, export io.Reader) string {
+// It needs systemd-journal-remote, so only -update-journal runs it.
+func buildJournal(t testing.TB, export io.Reader) string {
 	t.Helper()
 	remote := Need(t, JournalRemote, "systemd-journal-remote")
 	dir := t.TempDir()
@@ -86,13 +92,37 @@ func BuildJournal(t testing.TB, export io.Reader) string {
 	return dir
 }
 
-// BuildJournalFile is BuildJournal reading the export text from a file.
-func BuildJournalFile(t testing.TB, exportPath string) string {
+// buildJournalFile is buildJournal reading the export text from a file.
+func buildJournalFile(t testing.TB, exportPath string) string {
 	t.Helper()
 	f, err := os.Open(exportPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	return BuildJournal(t, f)
+	return buildJournal(t, f)
+}
+
+// checkJournal fails unless journalctl reads back from dir as many entries
+// as the export at exportPath holds, before a rebuilt file is committed.
+func checkJournal(t testing.TB, dir, exportPath string) {
+	t.Helper()
+	export, err := os.ReadFile(exportPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, e := range strings.Split(string(export), "\n\n") {
+		if strings.TrimSpace(e) != "" {
+			want++
+		}
+	}
+	journalctl := Need(t, "journalctl", "systemd")
+	out, err := exec.Command(journalctl, "--directory="+dir, "--no-pager", "--output=json").Output()
+	if err != nil {
+		t.Fatalf("journalctl cannot read the rebuilt journal: %v", err)
+	}
+	if got := strings.Count(string(out), "\n"); got != want {
+		t.Fatalf("the rebuilt journal holds %d entries, the export %d", got, want)
+	}
 }
