@@ -37,9 +37,14 @@ var allowedModules = []string{
 }
 
 // deniedPackages must never be in the default build: cgo-only code (behind
-// the udev tag) and periph's SoC register drivers, which host.Init would
-// pull in (~0.7 MB on arm64) for GPIO Perch does not use.
+// the udev tag), periph's SoC register drivers, which host.Init would pull
+// in (~0.7 MB on arm64) for GPIO Perch does not use, and the standard
+// library's profilers and debug endpoints (~400 KB, and a handler that
+// dumps memory holding the keys is not something an appliance may carry).
 var deniedPackages = []string{
+	"net/http/pprof",
+	"runtime/pprof",
+	"expvar",
 	"github.com/jochenvg/go-udev",
 	"github.com/jkeiser/iter",
 	"periph.io/x/host/v3/bcm283x",
@@ -138,13 +143,13 @@ func cgoProblems(pkgs []listedPackage) []string {
 func budgetProblems(pkgs []listedPackage) []string {
 	var out []string
 	for _, p := range pkgs {
-		if p.Standard {
-			continue
-		}
 		for _, d := range deniedPackages {
 			if p.ImportPath == d || strings.HasPrefix(p.ImportPath, d+"/") {
 				out = append(out, p.ImportPath+" is linked into the default build; it must not be (see deniedPackages)")
 			}
+		}
+		if p.Standard {
+			continue
 		}
 		switch {
 		case p.Module == nil:
