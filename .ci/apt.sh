@@ -54,3 +54,10 @@ apt_install() {
   done
   return 1
 }
+# apt_utils_pinned: the apt-utils package to install (for apt-ftparchive),
+# pinned to the installed apt's version, or nothing when it is there.
+# Unpinned, apt would upgrade apt itself whenever the archive (usually the
+# security archive) is ahead of the host.
+apt_utils_pinned() {
+  command -v apt-ftparchive >/dev/null 2>&1 || echo "apt-utils=$(dpkg-query -W -f='${Version}' apt)"
+}

@@ -74,16 +74,22 @@ func Journal(t testing.TB, exportPath string) string {
 	return dir
 }
 
-// buildJournal turns a journal export stream (systemd-journal-export(5): one
-// FIELD=value per line, a blank line between entries) into a journal file
-// in a new directory, and returns the directory, for journalctl --directory.
-// It needs systemd-journal-remote, so only -update-journal runs it.
-func buildJournal(t testing.TB, export io.Reader) string {
+// buildJournalFile turns the journal export text at exportPath
+// (systemd-journal-export(5): one FIELD=value per line, a blank line after
+// each entry) into a journal file in a new directory, and returns the
+// directory, for journalctl --directory. It needs systemd-journal-remote,
+// so only -update-journal runs it.
+func buildJournalFile(t testing.TB, exportPath string) string {
 	t.Helper()
 	remote := Need(t, JournalRemote, "systemd-journal-remote")
+	f, err := os.Open(exportPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
 	dir := t.TempDir()
 	cmd := exec.Command(remote, "--output="+filepath.Join(dir, "fixture.journal"), "-")
-	cmd.Stdin = export
+	cmd.Stdin = f
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -92,19 +98,9 @@ func buildJournal(t testing.TB, export io.Reader) string {
 	return dir
 }
 
-// buildJournalFile is buildJournal reading the export text from a file.
-func buildJournalFile(t testing.TB, exportPath string) string {
-	t.Helper()
-	f, err := os.Open(exportPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	return buildJournal(t, f)
-}
-
 // checkJournal fails unless journalctl reads back from dir as many entries
-// as the export at exportPath holds, before a rebuilt file is committed.
+// as the export at exportPath holds: a rebuilt file before it is written,
+// the committed one in the tests.
 func checkJournal(t testing.TB, dir, exportPath string) {
 	t.Helper()
 	export, err := os.ReadFile(exportPath)
@@ -120,9 +116,9 @@ func checkJournal(t testing.TB, dir, exportPath string) {
 	journalctl := Need(t, "journalctl", "systemd")
 	out, err := exec.Command(journalctl, "--directory="+dir, "--no-pager", "--output=json").Output()
 	if err != nil {
-		t.Fatalf("journalctl cannot read the rebuilt journal: %v", err)
+		t.Fatalf("journalctl cannot read the journal built from %s: %v", exportPath, err)
 	}
 	if got := strings.Count(string(out), "\n"); got != want {
-		t.Fatalf("the rebuilt journal holds %d entries, the export %d", got, want)
+		t.Fatalf("the journal built from %s holds %d entries, the export %d (does its last entry end with a blank line?)", exportPath, got, want)
 	}
 }
