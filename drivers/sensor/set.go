@@ -224,9 +224,21 @@ func (s *Set) Check() (bool, string) {
 			problems = append(problems, x.Name+": "+x.Message)
 		}
 	}
-	msg := fmt.Sprintf("%d of %d sensors ready", ready, len(st))
-	if len(problems) > 0 {
-		msg += "; " + strings.Join(problems, "; ")
+	if len(problems) == 0 {
+		return true, countSensors(ready) + " ready"
 	}
-	return true, msg
+	msg := fmt.Sprintf("%d of %s ready", ready, countSensors(len(st)))
+	if len(st) == 1 {
+		msg = "the sensor is not ready"
+	}
+	return true, msg + "; " + strings.Join(problems, "; ")
+}
+
+// countSensors says "1 sensor" or "3 sensors": the check's message is read by
+// people on the page, not parsed.
+func countSensors(n int) string {
+	if n == 1 {
+		return "1 sensor"
+	}
+	return fmt.Sprintf("%d sensors", n)
 }
