@@ -31,6 +31,17 @@ make --no-print-directory deb VERSION="$next" DEB_ARCHES="amd64" >>"$work/deb.lo
   { tail -30 "$work/deb.log" >&2; echo "image-test: make deb failed (log: $work/deb.log)" >&2; exit 1; }
 cp "dist/perch_${next}_amd64.deb" "$work/"
 
+# fail_messages prints the failing tests and every message a test wrote
+# (t.Error, t.Fatal, t.Log, with their continuation lines), without the
+# figures it recorded.
+fail_messages() {
+  awk '
+    /^ *--- FAIL/ { print; keep = 0; next }
+    /^ +[A-Za-z0-9_]+_test\.go:[0-9]+: / { keep = ($0 !~ /: measured: /); if (keep) print; next }
+    /^        / { if (keep) print; next }
+    { keep = 0 }' "$1"
+}
+
 results=$work/results.txt
 : > "$results"
 step "go test -tags imagetest ./image/imagetest/"
@@ -56,4 +67,9 @@ step "done (exit $rc)"
 echo "==> image-test figures"
 cat "$results"
 echo "image-test: total $(( $(date +%s) - t0 ))s; logs in $work"
+if [ "$rc" != 0 ]; then
+  # Last, so that a CI summary showing the output's tail shows why.
+  echo "==> image-test failures (the tests' own messages; whole log: $work/go-test.log)"
+  fail_messages "$work/go-test.log" | tail -n 80
+fi
 exit "$rc"
