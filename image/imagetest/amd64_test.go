@@ -243,11 +243,11 @@ func TestAmd64Image(t *testing.T) {
 		if out := v.sh(t, "swapon --show --noheadings | wc -l; findmnt -no OPTIONS /"); !strings.HasPrefix(out, "0\n") || !strings.Contains(out, "noatime") {
 			t.Errorf("swap or atime: %q", out)
 		}
-		// systemd's own "Using hardware watchdog" line is no proof either
-		// way: PID 1 writes it to /dev/kmsg before journald runs, where the
-		// kernel's rate limit on that device may drop it (that made this
-		// check fail once in CI). The device's state and systemd's last
-		// ping say it reliably.
+		// The device's state and systemd's last ping show that systemd
+		// drives the watchdog. PID 1's "Using hardware watchdog" line, which
+		// it writes to /dev/kmsg before journald runs, was once missing from
+		// the journal when the gateway ran fine; it is shown only when this
+		// check fails.
 		wd := "/sys/class/watchdog/watchdog0"
 		out := v.sh(t, "cat "+wd+"/identity "+wd+"/state "+wd+"/timeout; systemctl show -p WatchdogDevice -p WatchdogLastPingTimestampMonotonic --value")
 		if f := strings.Split(out, "\n"); len(f) != 5 || f[0] != "i6300ESB timer" || f[1] != "active" || f[2] != "15" || f[3] != "/dev/watchdog0" || f[4] == "" || f[4] == "0" {
