@@ -349,20 +349,6 @@ func TestUnknownSensorListsTheConfiguredOnes(t *testing.T) {
 	if !errors.As(err, &u) || err.Error() != `sensor: no sensor named "garage"; configured: kitchen, tank` {
 		t.Errorf("error %v", err)
 	}
-	one, err := NewSet([]Spec{{Name: "kitchen", Type: "bme280", Bus: "72"}}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, msg := one.Check(); !ok || msg != "1 sensor ready" {
-		t.Errorf("one ready: Check() = %v, %q", ok, msg)
-	}
-	lost, err := NewSet([]Spec{{Name: "garage", Type: "sht3x", Bus: "98"}}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, msg := lost.Check(); !ok || !strings.HasPrefix(msg, "the sensor is not ready; garage: i2c: unknown bus \"98\"") {
-		t.Errorf("one not ready: Check() = %v, %q", ok, msg)
-	}
 	empty, _ := NewSet(nil, Options{})
 	if _, err := empty.Read(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "none is configured") {
 		t.Errorf("error %v", err)
