@@ -249,7 +249,10 @@ func TestExecForkBombIsContained(t *testing.T) {
 	script := fmt.Sprintf("bomb-e2e-%d.sh", time.Now().UnixNano())
 	attempts := []string{
 		":(){ :|:& };:",
-		"printf 'b(){ b|b& }; b\\n' > " + script + " && sh " + script + "; sleep 30",
+		// exec: once the bomb holds every process the limit allows, the
+		// shell cannot fork a sleep, and would end early with "Cannot
+		// fork" instead of being held until the timeout.
+		"printf 'b(){ b|b& }; b\\n' > " + script + " && sh " + script + "; exec sleep 30",
 	}
 	g := h.Start()
 	requireSandbox(t, g)
