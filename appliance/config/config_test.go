@@ -185,6 +185,35 @@ func TestEnvOverrides(t *testing.T) {
 	}
 }
 
+// TestEnvOverridesFromTheProcessEnvironment: through the real environment
+// (no lookup function), a key variable is applied, a provider's
+// conventional variable too, and a start with only PERCH_HOME keeps the
+// file's values.
+func TestEnvOverridesFromTheProcessEnvironment(t *testing.T) {
+	p := writeConfig(t, `{"gateway":{"port":9000}}`)
+	t.Setenv("PERCH_HOME", t.TempDir())
+	t.Setenv("ANTHROPIC_API_KEY", "anthropic-conv")
+	cfg, err := Load(Options{Path: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Gateway.Port != 9000 || cfg.Providers.Anthropic.APIKey.Value() != "anthropic-conv" || len(cfg.Warnings()) != 0 {
+		t.Errorf("only PERCH_HOME: port %d, anthropic key set %v, warnings %q", cfg.Gateway.Port, cfg.Providers.Anthropic.APIKey.IsSet(), cfg.Warnings())
+	}
+	t.Setenv("PERCH_GATEWAY_PORT", "9100")
+	t.Setenv("PERCH_GATEWAY_PROT", "1")
+	cfg, err = Load(Options{Path: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Gateway.Port != 9100 {
+		t.Errorf("PERCH_GATEWAY_PORT=9100: port %d", cfg.Gateway.Port)
+	}
+	if w := strings.Join(cfg.Warnings(), "\n"); !strings.Contains(w, "PERCH_GATEWAY_PROT") || !strings.Contains(w, "PERCH_GATEWAY_PORT") {
+		t.Errorf("warnings %q", w)
+	}
+}
+
 func TestEnvOverrideBadValueNamesVariable(t *testing.T) {
 	_, err := Load(Options{Path: writeConfig(t, `{}`), Env: envMap(map[string]string{"PERCH_GATEWAY_PORT": "eighty"})})
 	if err == nil || !strings.Contains(err.Error(), "PERCH_GATEWAY_PORT") || !strings.Contains(err.Error(), "gateway.port") {

@@ -31,7 +31,8 @@ type Options struct {
 	// Env looks up environment variables; nil means os.LookupEnv.
 	Env func(string) (string, bool)
 	// Environ lists the environment, to find PERCH_ variables that name no
-	// key; nil means os.Environ when Env is nil, else none.
+	// key, and to skip looking up every key when none is set; nil means
+	// os.Environ when Env is nil, else none (and every key is looked up).
 	Environ func() []string
 }
 
@@ -66,16 +67,24 @@ func Load(opts Options) (*Config, error) {
 			return nil, fmt.Errorf("config: %s: %w", path, err)
 		}
 	}
-	if err := applyEnv(cfg, env); err != nil {
-		return nil, err
-	}
 	environ := opts.Environ
 	if environ == nil && opts.Env == nil {
 		environ = os.Environ
 	}
+	var vars []string
 	if environ != nil {
-		cfg.warnings = unknownEnv(environ())
+		vars = environ()
 	}
+	// Looking up every key's variable needs the table of keys, built by
+	// reflection over the whole config; most starts set none of them, and
+	// the environment's list says so. Without a list, every key is looked up.
+	if environ == nil || namesAKey(vars) {
+		if err := applyEnv(cfg, env); err != nil {
+			return nil, err
+		}
+	}
+	applyConventionalEnv(cfg, env)
+	cfg.warnings = unknownEnv(vars)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
@@ -109,7 +118,7 @@ func decode(data []byte, cfg *Config) error {
 	if err := checkKeys(raw, reflect.TypeOf(*cfg), ""); err != nil {
 		return err
 	}
-	if err := json.Unmarshal(data, cfg); err != nil {
+	if err := assign(reflect.ValueOf(cfg).Elem(), raw, ""); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return fmt.Errorf("key %q must be %s, not %s", te.Field, kindName(te.Type), te.Value)
@@ -304,8 +313,19 @@ func EnvName(path string) string {
 	return "PERCH_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
 }
 
-// applyEnv replaces values with PERCH_<PATH> variables, then fills empty
-// provider keys from their conventional variables.
+// namesAKey reports whether the environment vars holds a PERCH_ variable
+// that may name a key, as opposed to those that set where Perch lives.
+func namesAKey(vars []string) bool {
+	for _, kv := range vars {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "PERCH_") && !processEnv[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// applyEnv replaces values with PERCH_<PATH> variables.
 func applyEnv(cfg *Config, env func(string) (string, bool)) error {
 	root := reflect.ValueOf(cfg).Elem()
 	for _, l := range leafTable().leaves {
@@ -317,6 +337,12 @@ func applyEnv(cfg *Config, env func(string) (string, bool)) error {
 			return fmt.Errorf("config: environment variable %s (key %s): %w", l.env, l.path, err)
 		}
 	}
+	return nil
+}
+
+// applyConventionalEnv fills empty provider keys from their conventional
+// variables, such as OPENAI_API_KEY.
+func applyConventionalEnv(cfg *Config, env func(string) (string, bool)) {
 	for _, name := range ProviderNames {
 		p, _ := cfg.Provider(name)
 		if v := ConventionalEnv[name]; v != "" && !p.APIKey.IsSet() {
@@ -325,7 +351,6 @@ func applyEnv(cfg *Config, env func(string) (string, bool)) error {
 			}
 		}
 	}
-	return nil
 }
 
 // leaf is a key an environment variable can set: every non-struct field,
