@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,11 @@ type Service struct {
 	running bool
 
 	observers []func(Event)
+
+	// saved is what the store holds: a list that has not changed is not
+	// written again (a start with the same devices plugged writes nothing,
+	// which spares the SD card two synced writes and the start their time).
+	saved []byte
 
 	// Set by Start, used by Stop.
 	listener usb.Listener
@@ -404,6 +410,9 @@ func (s *Service) diffWithStored(present []usb.Device) []change {
 	if data == nil {
 		return nil
 	}
+	s.mu.Lock()
+	s.saved = data
+	s.mu.Unlock()
 	var st storedState
 	if err := json.Unmarshal(data, &st); err != nil || st.Version != stateVersion {
 		s.log.Warn("ignoring a saved device list in an unknown format", "err", err, "version", st.Version)
@@ -424,12 +433,22 @@ func (s *Service) save() {
 	s.mu.Unlock()
 	usb.SortDevices(st.Devices)
 	data, err := json.Marshal(st)
+	s.mu.Lock()
+	same := err == nil && bytes.Equal(data, s.saved)
+	s.mu.Unlock()
+	if same {
+		return
+	}
 	if err == nil {
 		err = s.opts.Store.SaveDevices(data)
 	}
 	if err != nil {
 		s.log.Warn("cannot save the device list", "err", err)
+		return
 	}
+	s.mu.Lock()
+	s.saved = data
+	s.mu.Unlock()
 }
 
 // notify sends one notification for cs to the last active chat; with none,

@@ -133,8 +133,15 @@ func (o *outbox) waitFor(t *testing.T, n int) []bus.Outbound {
 }
 
 type memStore struct {
-	mu   sync.Mutex
-	data []byte
+	mu    sync.Mutex
+	data  []byte
+	saves int
+}
+
+func (m *memStore) saved() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.saves
 }
 
 func (m *memStore) LoadDevices() ([]byte, error) {
@@ -147,6 +154,7 @@ func (m *memStore) SaveDevices(b []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.data = append([]byte(nil), b...)
+	m.saves++
 	return nil
 }
 
@@ -546,5 +554,33 @@ func TestMessageGolden(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("notifications differ (go test -update rewrites)\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestStartWithTheSameDevicesWritesNothing: the list is written when it
+// changes (the first start, a device plugged in while stopped), not at
+// every start, which would cost a board two synced writes before it is
+// ready.
+func TestStartWithTheSameDevicesWritesNothing(t *testing.T) {
+	sys, st, out := copySys(t), &memStore{}, &outbox{}
+	stop(t, start(t, newFakeListener(), out, Options{SysRoot: sys, Store: st}))
+	if n := st.saved(); n != 1 {
+		t.Fatalf("first start: %d saves, want 1", n)
+	}
+	stop(t, start(t, newFakeListener(), out, Options{SysRoot: sys, Store: st}))
+	if n := st.saved(); n != 1 {
+		t.Errorf("a start with the same devices saved the list again (%d saves)", n)
+	}
+	plug(t, sys, "devices/platform/scb/fd500000.pcie/pci0000:00/0000:00:00.0/0000:01:00.0/usb1/1-1/1-1.3", true)
+	stop(t, start(t, newFakeListener(), out, Options{SysRoot: sys, Store: st}))
+	if n := st.saved(); n != 2 {
+		t.Errorf("a start with a device plugged while stopped: %d saves, want 2", n)
+	}
+	var saved storedState
+	if err := json.Unmarshal(st.data, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ports(saved.Devices), " "); got != "1-1 1-1.3 1-1.4" {
+		t.Errorf("saved ports %q", got)
 	}
 }
