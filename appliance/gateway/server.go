@@ -131,7 +131,12 @@ func (s *Server) Uptime() time.Duration { return time.Since(s.started) }
 // reported here, before anything else starts serving.
 func (s *Server) Listen() error {
 	addr := net.JoinHostPort(s.opts.Host, fmt.Sprint(s.opts.Port))
-	ln, err := net.Listen("tcp", addr)
+	// Plain TCP: Go listens with Multipath TCP where the kernel has it,
+	// which a board on one LAN link gains nothing from, and its probe and
+	// bind cost every start.
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscallEADDRINUSE) {
 			return fmt.Errorf("gateway: port %d on %s is already in use (another perch or program?); stop it or change gateway.port", s.opts.Port, s.opts.Host)
