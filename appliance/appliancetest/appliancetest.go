@@ -32,6 +32,7 @@ type Gateway struct {
 // Start writes file (nil: no config file at all) as config.json in a fresh
 // PERCH_HOME, loads it without environment overrides, lets adjust change the
 // loaded config (nil: nothing), and starts the gateway; Cleanup stops it.
+// Unless the file names gateway.port, the gateway listens on a free port.
 // It sets PERCH_HOME, so the test must not run in parallel.
 func Start(tb testing.TB, file map[string]any, adjust func(*config.Config)) *Gateway {
 	tb.Helper()
@@ -57,6 +58,13 @@ type Options struct {
 	Home string
 }
 
+// setsPort reports whether the config file names gateway.port.
+func setsPort(file map[string]any) bool {
+	gw, _ := file["gateway"].(map[string]any)
+	_, ok := gw["port"]
+	return ok
+}
+
 // StartWith is Start with more options.
 func StartWith(tb testing.TB, file map[string]any, o Options) *Gateway {
 	tb.Helper()
@@ -79,6 +87,11 @@ func StartWith(tb testing.TB, file map[string]any, o Options) *Gateway {
 	cfg, err := config.Load(config.Options{Env: func(string) (string, bool) { return "", false }})
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if !setsPort(file) {
+		// The default port may be taken by another test package's gateway
+		// running at the same time, or by a gateway on the machine.
+		cfg.Gateway.Port = 0
 	}
 	if adjust != nil {
 		adjust(cfg)
