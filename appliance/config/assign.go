@@ -138,9 +138,10 @@ func (a assigner) value(v reflect.Value, raw any, path string) error {
 		}
 		s := reflect.MakeSlice(t, len(elems), len(elems))
 		for i, e := range elems {
-			// As with json.Unmarshal, an element's error names the
-			// slice's key, and a mistyped element is left zero.
-			if err := a.value(s.Index(i), e, path); err != nil {
+			// A mistyped element is left zero, as json.Unmarshal leaves
+			// it; the error names the element, which json.Unmarshal's
+			// does not.
+			if err := a.value(s.Index(i), e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}

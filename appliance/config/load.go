@@ -121,9 +121,13 @@ func decode(data []byte, cfg *Config) error {
 	if err := assign(reflect.ValueOf(cfg).Elem(), raw, ""); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("key %q must be %s, not %s", te.Field, kindName(te.Type), te.Value)
+			// "not 80.5" rather than "not number 80.5"; "not string".
+			got := strings.TrimPrefix(te.Value, "number ")
+			return fmt.Errorf("key %q must be %s, not %s", te.Field, kindName(te.Type), got)
 		}
-		return syntaxError(data, err)
+		// The file is valid JSON here: a value of no accepted form, such
+		// as a sensors value that is neither a list nor an object.
+		return err
 	}
 	return nil
 }

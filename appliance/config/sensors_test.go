@@ -50,6 +50,9 @@ func TestSensorsStrict(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)
 			}
+			if err != nil && strings.Contains(err.Error(), "invalid JSON") {
+				t.Errorf("err = %v: the file is valid JSON", err)
+			}
 		})
 	}
 }
