@@ -21,26 +21,25 @@ import (
 // config cost at start, paid by the gateway and every CLI command. Types
 // with their own UnmarshalJSON (sensors) still get their JSON text.
 func assign(v reflect.Value, raw any, path string) error {
-	var first error
-	a := assigner{first: &first}
+	var a assigner
 	if err := a.value(v, raw, path); err != nil {
 		return err
 	}
-	return first
+	return a.first
 }
 
 type assigner struct {
-	first *error // the first wrong type met; decoding goes on past it
+	first error // the first wrong type met; decoding goes on past it
 }
 
-func (a assigner) mistake(err error) {
-	if *a.first == nil {
-		*a.first = err
+func (a *assigner) mistake(err error) {
+	if a.first == nil {
+		a.first = err
 	}
 }
 
 // value stores raw into v; it returns only the errors that stop decoding.
-func (a assigner) value(v reflect.Value, raw any, path string) error {
+func (a *assigner) value(v reflect.Value, raw any, path string) error {
 	t := v.Type()
 	if t == secretType {
 		// Secret's UnmarshalJSON reads a plain string; null empties it.

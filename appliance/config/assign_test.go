@@ -112,14 +112,13 @@ func mistakes(cfg *Config, raw any) int {
 	n := 0
 	for range 64 {
 		c := *cfg
-		var first error
-		a := assigner{first: &first}
+		var a assigner
 		a.value(reflect.ValueOf(&c).Elem(), raw, "")
-		if first == nil {
+		if a.first == nil {
 			return n
 		}
 		n++
-		te, ok := first.(*json.UnmarshalTypeError)
+		te, ok := a.first.(*json.UnmarshalTypeError)
 		if !ok || !dropKey(raw, withoutIndexes(te.Field)) {
 			return n + 1 // cannot tell: count it as more than one
 		}
