@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -189,12 +191,18 @@ func measure(client *http.Client, argv, env []string, url, token string, n1, n16
 	return s, f, nil
 }
 
-// writeBack makes the binary's pages in the page cache clean, as they are
-// on a board, where perch was installed long before it starts. A binary
-// linked a moment ago still has dirty pages there, which the gateway's trim
-// cannot drop and the kernel maps differently: its warm RSS read 4-5 MB
-// lower with every channel (9 MB instead of 13.5) until the kernel had
-// written it back, so the figures depended on how long ago it was built.
+// writeBack leaves the binary's pages as they are on a board, where perch
+// was installed long before it starts: written to the disk, and read back
+// from it by the exec. A binary linked a moment ago still has dirty pages
+// in the page cache, which the gateway's trim cannot drop and the kernel
+// maps differently: its warm RSS read 4-5 MB lower with every channel (9 MB
+// instead of 13.5) until the kernel had written it back, so the figures
+// depended on how long ago it was built. Clean, it still sits in the large
+// folios it was written in, and a fault maps a whole one: the trim left
+// 6.2 MB of a fresh test binary mapped where one read from the disk (in
+// 4 KB pages, as on a Raspberry Pi's kernel) kept 1.9 MB. So the pages are
+// dropped too, and the first start reads the binary as a board's first
+// start after boot does.
 func writeBack(bin string) error {
 	f, err := os.Open(bin)
 	if err != nil {
@@ -203,6 +211,9 @@ func writeBack(bin string) error {
 	defer f.Close()
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("write back %s: %w", bin, err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("drop %s from the page cache: %w", bin, err)
 	}
 	return nil
 }

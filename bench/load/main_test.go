@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestPercentile(t *testing.T) {
@@ -118,15 +121,22 @@ func TestWriteDiag(t *testing.T) {
 	}
 }
 
-// TestWriteBack syncs a binary just written and fails, naming it, on one
-// that is not there (the run must not go on measuring nothing).
+// TestWriteBack syncs a binary just written and drops it from the page
+// cache, and fails, naming it, on one that is not there (the run must not
+// go on measuring nothing).
 func TestWriteBack(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "bin")
 	if err := os.WriteFile(p, bytes.Repeat([]byte("perch"), 1<<16), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if n := cachedPages(t, p); n == 0 {
+		t.Fatal("a file just written has no page in the page cache: the check below would prove nothing")
+	}
 	if err := writeBack(p); err != nil {
 		t.Fatal(err)
+	}
+	if n := cachedPages(t, p); n != 0 {
+		t.Errorf("%d pages of the binary still in the page cache after writeBack", n)
 	}
 	missing := filepath.Join(t.TempDir(), "missing")
 	if err := writeBack(missing); err == nil || !strings.Contains(err.Error(), missing) {
@@ -144,4 +154,33 @@ func TestCPUTime(t *testing.T) {
 	if d := cpuTime(os.Getpid()) - before; d < 100*time.Millisecond {
 		t.Fatalf("300 ms of spinning counted as %v of CPU (%d)", d, x)
 	}
+}
+
+// cachedPages counts the pages of the file at p that are in the page cache
+// (mincore over a mapping of it, which itself reads nothing).
+func cachedPages(t *testing.T, p string) int {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal("mincore:", errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }
