@@ -180,6 +180,40 @@ func TestAmd64Image(t *testing.T) {
 		}
 	})
 
+	t.Run("the gateway gives back its pages when idle", func(t *testing.T) {
+		// Installed, the gateway runs as perch from a binary root owns:
+		// the idle trim after the turn above must still unmap the
+		// binary's pages (MADV_PAGEOUT, which the kernel honours only for
+		// the file's owner, left every one mapped).
+		rss := func() (int, error) {
+			out, err := v.sshAs("root", key, "grep RssFile /proc/$(systemctl show -p MainPID --value perch)/status; stat -c %U /proc/$(systemctl show -p MainPID --value perch)")
+			if err != nil {
+				return 0, fmt.Errorf("%v: %s", err, out)
+			}
+			f := strings.Fields(out)
+			if len(f) < 4 || f[3] != "perch" {
+				return 0, fmt.Errorf("the gateway's RssFile and user: %q", out)
+			}
+			return strconv.Atoi(f[1])
+		}
+		warm, err := rss()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var trimmed int
+		took := waitFor(t, "the idle trim", 2*time.Minute, func() error {
+			n, err := rss()
+			if err != nil {
+				return err
+			}
+			if trimmed = n; n > warm/2 {
+				return fmt.Errorf("RssFile %d kB, %d kB after the turn", n, warm)
+			}
+			return nil
+		})
+		record(t, "gateway's RssFile as perch on the board: %d kB after a turn, %d kB %s later (idle trim)", warm, trimmed, took.Round(time.Second))
+	})
+
 	t.Run("settings moved off the boot partition", func(t *testing.T) {
 		left := v.sh(t, "ls -A /boot/firmware")
 		for _, gone := range []string{"perch-setup.json", "user-data", "network-config", "meta-data"} {
