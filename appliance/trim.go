@@ -72,6 +72,14 @@ const startTrimDelay = time.Second
 // without a turn (and none running) it trims once, until the next turn.
 const idleTrimEvery = 15 * time.Second
 
+// regrowKB is how far the mapped file pages may grow again while idle before
+// the idle trimmer trims again. Idle is not still: a Telegram long poll
+// comes back, the MQTT states are published, the session sweeper reads the
+// database, and every two minutes Go's forced garbage collection walks every
+// goroutine's stack through the function tables. Over three idle minutes
+// with every channel that mapped 6 MB again, back above the warm figure.
+const regrowKB = 1024
+
 // trimWhenIdle gives memory back after a burst of activity: a board spends
 // most of its life waiting for the next message.
 func (s *System) trimWhenIdle(ctx context.Context) {
@@ -92,10 +100,33 @@ func (s *System) trimWhenIdle(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if it.tick(s.Agent.Activity(), s.connects(), s.Agent.Stats().Running) {
+		if it.tick(s.Agent.Activity(), s.connects(), s.Agent.Stats().Running, fileResidentKB()) {
 			trimWorkingSet()
+			it.trimmedTo(fileResidentKB())
 		}
 	}
+}
+
+// fileResidentKB is the process's resident file pages in kB (the binary's,
+// and the database's mapping), from /proc/self/statm's third field; 0 when
+// it cannot be read, which never triggers a trim.
+func fileResidentKB() int {
+	var buf [128]byte
+	f, err := os.Open("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	n, _ := f.Read(buf[:])
+	f.Close()
+	fields := strings.Fields(string(buf[:n]))
+	if len(fields) < 3 {
+		return 0
+	}
+	pages, err := strconv.Atoi(fields[2])
+	if err != nil {
+		return 0
+	}
+	return pages * (os.Getpagesize() >> 10)
 }
 
 // connects counts the connections of the chat channels and the MQTT link
@@ -120,27 +151,44 @@ func (s *System) connects() uint64 {
 // period in which neither a turn began nor a connection came up, once,
 // and never while a turn runs. Turns and connections both wait for a
 // quiet period, so the trim never follows a turn closely (the next turn
-// would pay for faulting the pages back in).
+// would pay for faulting the pages back in). Once trimmed, it trims again
+// only when idle work has mapped regrowKB more of the process's files since
+// (see regrowKB).
 type idleTrim struct {
 	turns, conns uint64
 	trimmed      bool
+	// base is the resident file kB after the last trim; 0 until known.
+	base int
 }
 
 // newIdleTrim starts after the start-up trim's decision: nothing to trim
-// until a turn or a connection.
+// until a turn, a connection or regrowth.
 func newIdleTrim(turns, conns uint64) *idleTrim {
 	return &idleTrim{turns: turns, conns: conns, trimmed: true}
 }
 
-// tick takes the counters now and reports whether to trim.
-func (it *idleTrim) tick(turns, conns uint64, running int) bool {
+// tick takes the counters and the resident file kB now and reports whether
+// to trim.
+func (it *idleTrim) tick(turns, conns uint64, running, residentKB int) bool {
 	if turns != it.turns || conns != it.conns {
 		it.turns, it.conns, it.trimmed = turns, conns, false
 		return false
 	}
-	if it.trimmed || running > 0 {
+	if running > 0 {
 		return false
+	}
+	if it.trimmed {
+		if it.base == 0 || residentKB < it.base {
+			// The start-up trim's result, or a kernel that reclaimed
+			// pages meanwhile: measure growth from here.
+			it.base = residentKB
+			return false
+		}
+		return residentKB-it.base >= regrowKB
 	}
 	it.trimmed = true
 	return true
 }
+
+// trimmedTo records the resident file kB right after a trim.
+func (it *idleTrim) trimmedTo(residentKB int) { it.base = residentKB }

@@ -173,7 +173,9 @@ func TestIdleTrimWaitsForAQuietPeriod(t *testing.T) {
 	it := newIdleTrim(0, 4) // four channels connected before the start-up trim
 	step := func(turns, conns uint64, running int, want bool) {
 		t.Helper()
-		if got := it.tick(turns, conns, running); got != want {
+		// The resident file pages stay put: only turns and connections
+		// count here.
+		if got := it.tick(turns, conns, running, 4000); got != want {
 			t.Fatalf("tick(turns %d, connections %d, running %d) = %v, want %v", turns, conns, running, got, want)
 		}
 	}
@@ -181,16 +183,51 @@ func TestIdleTrimWaitsForAQuietPeriod(t *testing.T) {
 	step(1, 4, 1, false) // a turn began: wait a whole quiet period
 	step(1, 4, 1, false) // still running
 	step(1, 4, 0, true)  // quiet for a period: trim
+	it.trimmedTo(4000)
 	step(1, 4, 0, false) // once
 	// A channel that connects late (a platform slow at boot) or reconnects:
 	// its set-up's pages go back once the board is quiet again.
 	step(1, 5, 0, false)
 	step(1, 5, 0, true)
+	it.trimmedTo(4000)
 	step(1, 5, 0, false)
 	// A turn right after a reconnection: only one quiet period after both.
 	step(1, 6, 0, false)
 	step(2, 6, 0, false)
 	step(2, 6, 0, true)
+}
+
+// TestIdleTrimTrimsAgainWhenIdleWorkRegrows: while nothing happens, the
+// idle trimmer trims again once idle work (polls, the forced collection)
+// has mapped regrowKB more, measured from the last trim; never while a
+// turn runs, and a turn still waits for its quiet period.
+func TestIdleTrimTrimsAgainWhenIdleWorkRegrows(t *testing.T) {
+	it := newIdleTrim(0, 0)
+	step := func(turns uint64, running, resident int, want bool) {
+		t.Helper()
+		if got := it.tick(turns, 0, running, resident); got != want {
+			t.Fatalf("tick(turns %d, running %d, resident %d kB) = %v, want %v", turns, running, resident, got, want)
+		}
+	}
+	step(0, 0, 2000, false)            // after the start-up trim: the base
+	step(0, 0, 2000+regrowKB-4, false) // grew, not enough
+	step(0, 0, 2000+regrowKB, true)    // enough: trim again
+	it.trimmedTo(2100)                 // what the trim left
+	step(0, 0, 2100+regrowKB/2, false) // from the new base
+	step(0, 1, 2100+2*regrowKB, false) // a turn runs (begun before the count): never
+	step(0, 0, 2100+2*regrowKB, true)  // it ended, still no new turn: trim
+	it.trimmedTo(2000)
+	step(1, 0, 9000, false) // a turn began: its quiet period first
+	step(1, 0, 9000, true)
+	it.trimmedTo(2000)
+	step(1, 0, 1500, false) // the kernel took pages meanwhile: new base
+	step(1, 0, 1500+regrowKB, true)
+	it.trimmedTo(0) // statm unreadable: 0
+	step(1, 0, 0, false)
+	step(1, 0, 0, false) // never trims on a reading of 0
+	if got := fileResidentKB(); got <= 0 {
+		t.Fatalf("fileResidentKB() = %d", got)
+	}
 }
 
 // TestConnectsCountsTheChannels: the idle trimmer's connection count is the

@@ -28,6 +28,38 @@ type channelFigures struct {
 	warmKB, trimmedKB int
 	warmAnonKB        int
 	mqtt              bool
+	// Over the longIdle after the trimmed reading (0 without it).
+	longMeanKB, longMaxKB int
+}
+
+// longIdle is -longidle: how long the every-channel measure goes on reading
+// the RSS after its trimmed reading. Idle work (polls, MQTT states, Go's
+// forced collection every two minutes) maps pages again, so one reading
+// just after the trim says little about a board that idles for hours.
+var longIdle time.Duration
+
+// sampleRSS reads s's VmRSS every second for d and returns the mean and
+// the largest reading.
+func sampleRSS(s *server, d time.Duration) (meanKB, maxKB int) {
+	n, sum := 0, 0
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		kb := s.rssKB("VmRSS")
+		sum, n, maxKB = sum+kb, n+1, max(maxKB, kb)
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / n, maxKB
+}
+
+// String is the figures in words, as both outputs print them.
+func (f channelFigures) String() string {
+	mb := func(kb int) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
+	out := fmt.Sprintf("%s warm (%s anonymous, %s file), %s trimmed", mb(f.warmKB), mb(f.warmAnonKB), mb(f.warmKB-f.warmAnonKB), mb(f.trimmedKB))
+	if f.longMaxKB > 0 {
+		out += fmt.Sprintf(", then %s mean and %s at most over %s of idling", mb(f.longMeanKB), mb(f.longMaxKB), longIdle.Round(time.Second))
+	}
+	return out
 }
 
 // measureChannels starts bin with Telegram, Slack, Discord, LINE and MQTT
@@ -103,6 +135,10 @@ func measureChannels(client *http.Client, bin, providerBase string, settle, idle
 	time.Sleep(idleWait)
 	f.trimmedKB = s.rssKB("VmRSS")
 	diagnose(s, "channels-trimmed")
+	if longIdle > 0 {
+		f.longMeanKB, f.longMaxKB = sampleRSS(s, longIdle)
+		diagnose(s, "channels-long-idle")
+	}
 	diagQuit(s)
 	return f, nil
 }
@@ -120,9 +156,7 @@ func runChannels(w io.Writer, bin string, settle, idleWait time.Duration) error 
 	if err != nil {
 		return err
 	}
-	mb := func(kb int) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
-	fmt.Fprintf(w, "idle RSS, every chat channel (mqtt %v): %s warm (%s anonymous, %s file), %s trimmed\n",
-		f.mqtt, mb(f.warmKB), mb(f.warmAnonKB), mb(f.warmKB-f.warmAnonKB), mb(f.trimmedKB))
+	fmt.Fprintf(w, "idle RSS, every chat channel (mqtt %v): %s\n", f.mqtt, f)
 	return nil
 }
 

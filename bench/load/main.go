@@ -40,6 +40,7 @@ func main() {
 	idle := flag.Duration("idle", 35*time.Second, "wait after the load before reading the RSS again (the gateway trims after 15-30 s idle)")
 	starts := flag.Int("starts", 11, "restarts of perch and the floor, alternating, whose median start is compared")
 	only := flag.String("only", "", `run one measure alone: "start" (a fresh start, the load's turns so the database has its size, then the alternating restarts) or "channels" (the gateway with every chat channel and MQTT)`)
+	flag.DurationVar(&longIdle, "longidle", 150*time.Second, "how long the every-channel measure goes on reading the RSS after its trimmed reading (it reports the mean and the largest)")
 	flag.StringVar(&diagDir, "diag", "", "directory to write, at each warm reading, the gateway's smaps, status and resident pages of its binary (for attribution)")
 	tput := flag.Int("throughput", 0, "measure only c=16 throughput and CPU per turn of the floor and perch, this many rounds")
 	flag.Parse()
@@ -355,7 +356,7 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	if !chf.mqtt {
 		every = "every chat channel (no MQTT: " + mosquitto + " is not installed)"
 	}
-	fmt.Fprintf(w, "idle RSS, %s: %s warm (%s anonymous), %s trimmed\n", every, mb(chf.warmKB), mb(chf.warmAnonKB), mb(chf.trimmedKB))
+	fmt.Fprintf(w, "idle RSS, %s: %s\n", every, chf)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "same run, same fake\tperch\tfloor\tdurable floor\tratio\tgoal\t\n")

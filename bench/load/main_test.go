@@ -184,3 +184,31 @@ func cachedPages(t *testing.T, p string) int {
 	}
 	return n
 }
+
+// TestSampleRSSAndLongIdleWords: the long-idle readings are a mean and a
+// largest reading over the period, and the words name them only when taken.
+func TestSampleRSSAndLongIdleWords(t *testing.T) {
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	start := time.Now()
+	mean, most := sampleRSS(&server{cmd: cmd}, 1500*time.Millisecond)
+	if took := time.Since(start); took < 1500*time.Millisecond || took > 5*time.Second {
+		t.Errorf("sampling 1.5 s took %v", took)
+	}
+	if mean <= 0 || most < mean {
+		t.Errorf("mean %d kB, largest %d kB", mean, most)
+	}
+	f := channelFigures{warmKB: 12 << 10, warmAnonKB: 3 << 10, trimmedKB: 7 << 10}
+	if s := f.String(); s != "12.0 MB warm (3.0 MB anonymous, 9.0 MB file), 7.0 MB trimmed" {
+		t.Errorf("without the long idle: %q", s)
+	}
+	defer func(d time.Duration) { longIdle = d }(longIdle)
+	longIdle = 150 * time.Second
+	f.longMeanKB, f.longMaxKB = 7<<10+512, 8<<10
+	if s := f.String(); !strings.HasSuffix(s, ", then 7.5 MB mean and 8.0 MB at most over 2m30s of idling") {
+		t.Errorf("with the long idle: %q", s)
+	}
+}
