@@ -101,6 +101,10 @@ func (s *System) trimWhenIdle(ctx context.Context) {
 		case <-t.C:
 		}
 		if it.tick(s.Agent.Activity(), s.connects(), s.Agent.Stats().Running, fileResidentKB()) {
+			// The caches that speed up turns under load go first, so the
+			// collection in the trim frees the spans they held.
+			s.Store.DropCachedHistories()
+			s.Agent.DropCaches()
 			trimWorkingSet()
 			it.trimmedTo(fileResidentKB())
 		}

@@ -109,6 +109,27 @@ func (c *historyCache) putLocked(key string, msgs []chat.Message) {
 	}
 }
 
+// dropUnpinned empties the cache but for the entries the journal still
+// needs, and returns how many it dropped.
+func (c *historyCache) dropUnpinned() int {
+	if c.max <= 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for e := c.ll.Back(); e != nil; {
+		prev := e.Prev()
+		if ent := e.Value.(*cacheEntry); ent.pins == 0 {
+			c.ll.Remove(e)
+			delete(c.items, ent.key)
+			n++
+		}
+		e = prev
+	}
+	return n
+}
+
 // pin keeps key's entry in the cache until unpin, and reports whether
 // there is one to keep.
 func (c *historyCache) pin(key string) bool {

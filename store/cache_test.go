@@ -34,3 +34,32 @@ func TestLoadRacingAWriteIsNotCached(t *testing.T) {
 		t.Fatal("a failed read was cached or left a load behind")
 	}
 }
+
+// TestDropUnpinnedKeepsWhatTheJournalNeeds: dropping the cache keeps the
+// entries whose appends bbolt has not taken (the only up-to-date copy)
+// and forgets the others.
+func TestDropUnpinnedKeepsWhatTheJournalNeeds(t *testing.T) {
+	c := newHistoryCache(4)
+	for _, k := range []string{"a", "b", "c"} {
+		c.beginLoad(k)
+		c.finishLoad(k, []chat.Message{{Role: "user", Content: k}}, true)
+	}
+	if !c.pin("b") {
+		t.Fatal("b was not cached")
+	}
+	if n := c.dropUnpinned(); n != 2 {
+		t.Fatalf("dropped %d, want 2", n)
+	}
+	if _, ok := c.get("a"); ok {
+		t.Error("a is still cached")
+	}
+	if got, ok := c.get("b"); !ok || got[0].Content != "b" {
+		t.Error("the pinned entry was dropped")
+	}
+	if c.ll.Len() != 1 || len(c.items) != 1 {
+		t.Errorf("list %d, map %d entries", c.ll.Len(), len(c.items))
+	}
+	if n := newHistoryCache(-1).dropUnpinned(); n != 0 {
+		t.Errorf("a disabled cache dropped %d", n)
+	}
+}

@@ -267,6 +267,13 @@ func trim(mb *bolt.Bucket, n int) (int, error) {
 	return deleted, nil
 }
 
+// DropCachedHistories empties the history cache but for the sessions whose
+// appends bbolt has not taken yet, for a board gone idle: under load the
+// cache saves a read per turn, idle it keeps thousands of small objects
+// strewn over the heap's spans, so no span can go back to the kernel. It
+// returns how many sessions it dropped; their next turn reads them again.
+func (db *DB) DropCachedHistories() int { return db.cache.dropUnpinned() }
+
 // History returns the stored messages of session key, oldest first. The
 // slice is the caller's.
 func (db *DB) History(key string) ([]chat.Message, error) {

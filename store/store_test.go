@@ -412,3 +412,37 @@ func TestDeviceStateRoundTrip(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestHistoryAfterDroppingTheCache: the histories read after the cache was
+// dropped are the ones before it, and later appends land on them.
+func TestHistoryAfterDroppingTheCache(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "perch.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 3 {
+		key := fmt.Sprint("s", i)
+		if err := db.Append(key, []chat.Message{user("hi " + key), assistant("hello")}, chat.Usage{}, 200); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.History(key); err != nil { // cached
+			t.Fatal(err)
+		}
+	}
+	if n := db.DropCachedHistories(); n == 0 {
+		t.Fatal("nothing was cached to drop: the check below would prove nothing")
+	}
+	if err := db.Append("s1", []chat.Message{user("again"), assistant("yes")}, chat.Usage{}, 200); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"s0": "u:hi s0 a:hello", "s1": "u:hi s1 a:hello u:again a:yes", "s2": "u:hi s2 a:hello"} {
+		h, err := db.History(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := contents(h); got != want {
+			t.Errorf("%s after the drop: %q, want %q", key, got, want)
+		}
+	}
+}

@@ -153,6 +153,16 @@ func (l *Loop) SetProvider(p Provider, err error) {
 	l.prov.Store(&provHolder{p: p, err: err})
 }
 
+// DropCaches forgets what the provider keeps between calls, when it keeps
+// anything (see provider.Client.DropCache).
+func (l *Loop) DropCaches() {
+	if p, _ := l.Provider(); p != nil {
+		if d, ok := p.(interface{ DropCache() }); ok {
+			d.DropCache()
+		}
+	}
+}
+
 // Provider returns the current provider, or nil and why there is none.
 func (l *Loop) Provider() (Provider, error) {
 	h := l.prov.Load()

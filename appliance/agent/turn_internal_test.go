@@ -227,3 +227,29 @@ func TestHistoryKeyOnlyForStoredSessions(t *testing.T) {
 		t.Fatalf("history keys %q, want the stored session's key, then none", p.keys)
 	}
 }
+
+// droppingProvider counts DropCache calls.
+type droppingProvider struct {
+	scriptedProvider
+	drops int
+}
+
+func (p *droppingProvider) DropCache() { p.drops++ }
+
+// TestDropCachesReachesTheProvider: the loop hands DropCaches on to a
+// provider that keeps a cache, and does nothing with one that keeps none
+// or with no provider at all.
+func TestDropCachesReachesTheProvider(t *testing.T) {
+	p := &droppingProvider{}
+	l := New(Options{Provider: p})
+	l.DropCaches()
+	if p.drops != 1 {
+		t.Fatalf("DropCache called %d times, want 1", p.drops)
+	}
+	l.SetProvider(&scriptedProvider{}, nil)
+	l.DropCaches()
+	New(Options{}).DropCaches()
+	if p.drops != 1 {
+		t.Fatalf("the replaced provider was called: %d", p.drops)
+	}
+}

@@ -185,6 +185,21 @@ func (c *Client) Model() string { return c.choice.Configured }
 // APIBase is the endpoint in use.
 func (c *Client) APIBase() string { return c.base }
 
+// DropCache gives back what the client keeps for busy times, for a board
+// gone idle: the encoded conversations kept between calls (the next call of
+// each encodes its history again), and the idle connections beyond the two
+// most recently used (the next burst of parallel turns dials again).
+func (c *Client) DropCache() {
+	c.wire.drop()
+	if c.tr != nil && c.tr.h1 != nil {
+		c.tr.h1.keepIdle(idleKeptWhenQuiet)
+	}
+}
+
+// idleKeptWhenQuiet is how many idle connections to the provider a quiet
+// board keeps: the next turn, and a second that overlaps it, reuse them.
+const idleKeptWhenQuiet = 2
+
 // Chat sends one chat-completions request.
 func (c *Client) Chat(ctx context.Context, r Request) (*Response, error) {
 	model := c.choice.Model

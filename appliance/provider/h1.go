@@ -443,6 +443,27 @@ func (t *h1Transport) closeExpired() {
 	t.sweep = time.AfterFunc(next.Add(timeout).Sub(now), t.closeExpired)
 }
 
+// keepIdle closes all but the n most recently used idle connections of
+// each host. After a burst of parallel turns a board would otherwise hold
+// one per turn, each with its 32 KiB write buffer, until they time out.
+func (t *h1Transport) keepIdle(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, l := range t.idle {
+		if len(l) <= n {
+			continue
+		}
+		drop := len(l) - n // the oldest are first
+		for _, c := range l[:drop] {
+			c.conn.Close()
+		}
+		kept := append(l[:0], l[drop:]...)
+		clear(l[len(kept):])
+		t.idle[k] = kept
+		t.nIdle -= drop
+	}
+}
+
 // CloseIdleConnections closes every idle connection, its own and std's.
 func (t *h1Transport) CloseIdleConnections() {
 	t.mu.Lock()

@@ -370,6 +370,77 @@ func TestH1IdleLimitsAndTimeout(t *testing.T) {
 	}
 }
 
+// TestH1KeepIdleClosesTheOldest: after a burst of parallel calls, keepIdle
+// leaves the most recently used idle connections open and closes the rest,
+// and the calls after it reuse the kept ones.
+func TestH1KeepIdleClosesTheOldest(t *testing.T) {
+	hold := make(chan struct{})
+	var arrived sync.WaitGroup
+	srv, cc := newH1Server(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Burst") != "" {
+			arrived.Done()
+			<-hold
+		}
+		w.Write([]byte("ok"))
+	})
+	tr := h1For(t)
+	const n = 5
+	arrived.Add(n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+			req.Header.Set("X-Burst", "1")
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	arrived.Wait()
+	close(hold)
+	wg.Wait()
+	tr.mu.Lock()
+	var list []*h1Conn // one host: the test server
+	for _, l := range tr.idle {
+		list = l
+	}
+	newest := append([]*h1Conn(nil), list[len(list)-2:]...)
+	tr.mu.Unlock()
+	if len(list) != n {
+		t.Fatalf("%d idle connections after the burst, want %d", len(list), n)
+	}
+	tr.keepIdle(2)
+	tr.mu.Lock()
+	var kept []*h1Conn
+	for _, l := range tr.idle {
+		kept = append(kept, l...)
+	}
+	idle := tr.nIdle
+	tr.mu.Unlock()
+	if idle != 2 || len(kept) != 2 || kept[0] != newest[0] || kept[1] != newest[1] {
+		t.Fatalf("after keepIdle(2): %d idle (%d listed), the two most recent kept: %v", idle, len(kept), len(kept) == 2 && kept[0] == newest[0] && kept[1] == newest[1])
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for cc.closed.Load() < n-2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server saw %d of %d connections closed", cc.closed.Load(), n-2)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 2 {
+		if _, _, err := post(context.Background(), tr, srv.URL, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cc.opened.Load(); got != n {
+		t.Fatalf("%d connections opened, want %d: the kept ones were not reused", got, n)
+	}
+}
+
 // TestH1EndlessHeaderIsCut: a server that sends headers without end makes
 // the call fail, instead of growing the gateway's memory.
 func TestH1EndlessHeaderIsCut(t *testing.T) {

@@ -76,6 +76,18 @@ func (e *wireEntry) bytes() int { return cap(e.enc) + cap(e.offs)*8 + messageSiz
 
 func newWireCache() *wireCache { return &wireCache{entries: map[string]*wireEntry{}} }
 
+// drop forgets every conversation's encoding (the prompt head, one string,
+// stays).
+func (wc *wireCache) drop() {
+	if wc == nil {
+		return
+	}
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	wc.entries = map[string]*wireEntry{} // a cleared map keeps its buckets
+	wc.size = 0
+}
+
 // sameString reports whether a and b are one string, not merely equal.
 func sameString(a, b string) bool {
 	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)

@@ -138,3 +138,24 @@ func TestSystemHeadEncodesAsOnePrompt(t *testing.T) {
 		t.Fatalf("an equal head in another string reused the kept bytes: %s", got)
 	}
 }
+
+// TestWireCacheDrop: after drop no conversation is kept, the next call of
+// each encodes the same bytes afresh and is kept again, and a client
+// without a cache drops nothing without failing.
+func TestWireCacheDrop(t *testing.T) {
+	wc := newWireCache()
+	hist := []chat.Message{{Role: "user", Content: "hello"}, {Role: "assistant", Content: "hi"}}
+	first := encodeBoth(t, wc, "s", Request{History: hist})
+	encodeBoth(t, wc, "t", Request{History: hist})
+	wc.drop()
+	if len(wc.entries) != 0 || wc.size != 0 {
+		t.Fatalf("after drop: %d entries, %d bytes", len(wc.entries), wc.size)
+	}
+	if again := encodeBoth(t, wc, "s", Request{History: hist}); !bytes.Equal(again, first) {
+		t.Fatalf("after drop:\n%s\nbefore:\n%s", again, first)
+	}
+	if _, ok := wc.entries["s"]; !ok || len(wc.entries) != 1 {
+		t.Fatalf("the next call was not kept: %d entries", len(wc.entries))
+	}
+	(&Client{}).DropCache()
+}
