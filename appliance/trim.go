@@ -69,7 +69,8 @@ func trimWorkingSet() int {
 const startTrimDelay = time.Second
 
 // idleTrimEvery is how often the idle trimmer looks: after a full period
-// without a turn (and none running) it trims once, until the next turn.
+// without a turn (and none running) it trims once, and then again only when
+// idle work has mapped regrowKB more.
 const idleTrimEvery = 15 * time.Second
 
 // regrowKB is how far the mapped file pages may grow again while idle before
