@@ -77,8 +77,9 @@ const idleTrimEvery = 15 * time.Second
 // the idle trimmer trims again. Idle is not still: a Telegram long poll
 // comes back, the MQTT states are published, the session sweeper reads the
 // database, and every two minutes Go's forced garbage collection walks every
-// goroutine's stack through the function tables. Over three idle minutes
-// with every channel that mapped 6 MB again, back above the warm figure.
+// goroutine's stack through the function tables. With every channel, the
+// 2.5 idle minutes after a trim mapped up to 6 MB again, above the warm
+// figure.
 const regrowKB = 1024
 
 // trimWhenIdle gives memory back after a burst of activity: a board spends
