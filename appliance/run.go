@@ -51,7 +51,9 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 		case <-ctx.Done():
 		case <-time.After(startTrimDelay):
 			if sys.Agent.Activity() == turns && sys.Agent.Stats().Running == 0 {
-				trimWorkingSet()
+				if _, err := trimWorkingSet(); err != nil {
+					log.Debug("memory: the binary stays mapped in 64 KB chunks", "reason", err)
+				}
 			}
 		}
 	}()

@@ -39,7 +39,7 @@ func rssFileKB(t *testing.T) int {
 // pages of its own binary.
 func TestTrimWorkingSetDropsBinaryPages(t *testing.T) {
 	before := rssFileKB(t)
-	advised := trimWorkingSet()
+	advised, _ := trimWorkingSet()
 	after := rssFileKB(t)
 	if advised == 0 {
 		t.Fatal("no mapping of the binary was advised (MADV_DONTNEED refused?)")
@@ -67,7 +67,7 @@ func runTrimHelper([]string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println(before, after)
+	fmt.Println(before, after, pageByPage())
 	return 0
 }
 
@@ -155,7 +155,8 @@ func TestTrimWorksOnABinaryOfAnotherUser(t *testing.T) {
 		t.Fatalf("helper as nobody: %v: %s", err, out)
 	}
 	var before, after int
-	if _, err := fmt.Sscan(string(out), &before, &after); err != nil {
+	var byPage bool
+	if _, err := fmt.Sscan(string(out), &before, &after, &byPage); err != nil {
 		t.Fatalf("helper printed %q: %v", out, err)
 	}
 	// What the trim leaves is the chunks the helper touches after it (a
@@ -163,7 +164,12 @@ func TestTrimWorksOnABinaryOfAnotherUser(t *testing.T) {
 	if after > before/2 {
 		t.Fatalf("as nobody, the binary's read-only mappings held %d kB before the trim and %d kB after: its pages were not given back", before, after)
 	}
-	t.Logf("as nobody: the binary's read-only mappings %d kB -> %d kB", before, after)
+	// An unprivileged process may use a userfaultfd in user mode only,
+	// which is all the page-by-page mapping needs.
+	if kernelAtLeast(t, 6, 7) && !byPage {
+		t.Fatal("as nobody, the binary is not mapped page by page on this kernel")
+	}
+	t.Logf("as nobody: the binary's read-only mappings %d kB -> %d kB, page by page: %v", before, after, byPage)
 }
 
 // TestIdleTrimWaitsForAQuietPeriod: the idle trimmer trims once after a
@@ -171,11 +177,16 @@ func TestTrimWorksOnABinaryOfAnotherUser(t *testing.T) {
 // either, never while a turn runs, and not again until something happens.
 func TestIdleTrimWaitsForAQuietPeriod(t *testing.T) {
 	it := newIdleTrim(0, 4) // four channels connected before the start-up trim
-	step := func(turns, conns uint64, running int, want bool) {
+	step := func(turns, conns uint64, running int, trim bool) {
 		t.Helper()
+		want := trimNothing
+		if trim {
+			want = trimAll
+		}
 		// The resident file pages stay put: only turns and connections
-		// count here.
-		if got := it.tick(turns, conns, running, 4000); got != want {
+		// count here. Mapped in 64 KB chunks, the binary's pages go at
+		// the first trim.
+		if got := it.tick(turns, conns, running, 4000, false); got != want {
 			t.Fatalf("tick(turns %d, connections %d, running %d) = %v, want %v", turns, conns, running, got, want)
 		}
 	}
@@ -203,9 +214,13 @@ func TestIdleTrimWaitsForAQuietPeriod(t *testing.T) {
 // turn runs, and a turn still waits for its quiet period.
 func TestIdleTrimTrimsAgainWhenIdleWorkRegrows(t *testing.T) {
 	it := newIdleTrim(0, 0)
-	step := func(turns uint64, running, resident int, want bool) {
+	step := func(turns uint64, running, resident int, trim bool) {
 		t.Helper()
-		if got := it.tick(turns, 0, running, resident); got != want {
+		want := trimNothing
+		if trim {
+			want = trimAll
+		}
+		if got := it.tick(turns, 0, running, resident, false); got != want {
 			t.Fatalf("tick(turns %d, running %d, resident %d kB) = %v, want %v", turns, running, resident, got, want)
 		}
 	}
@@ -228,6 +243,57 @@ func TestIdleTrimTrimsAgainWhenIdleWorkRegrows(t *testing.T) {
 	if got := fileResidentKB(); got <= 0 {
 		t.Fatalf("fileResidentKB() = %d", got)
 	}
+}
+
+// TestIdleTrimKeepsTheBinaryUntilDeepIdle: with the binary mapped page by
+// page, the first trim after a turn gives back the heap only, so the next
+// message of a conversation finds the pages it runs; the binary's pages go
+// after deepIdleAfter without a turn, and from then on as without.
+func TestIdleTrimKeepsTheBinaryUntilDeepIdle(t *testing.T) {
+	it := newIdleTrim(0, 0)
+	step := func(turns uint64, running, resident int, want trimLevel) {
+		t.Helper()
+		if got := it.tick(turns, 0, running, resident, true); got != want {
+			t.Fatalf("tick(turns %d, running %d, resident %d kB) = %v, want %v", turns, running, resident, got, want)
+		}
+	}
+	step(0, 0, 2000, trimNothing) // after the start-up trim: the base
+	step(1, 1, 3000, trimNothing) // a turn
+	step(1, 0, 3000, trimHeap)    // a quiet period: the heap only
+	for i := 2; i < deepIdleTicks; i++ {
+		step(1, 0, 3000, trimNothing)
+	}
+	step(1, 0, 3000, trimAll) // deepIdleAfter: everything
+	it.trimmedTo(1800)
+	step(1, 0, 1800+regrowKB-4, trimNothing)
+	step(1, 0, 1800+regrowKB, trimAll) // regrowth, as without
+	it.trimmedTo(1800)
+	// A turn during the wait starts it again.
+	step(2, 0, 3000, trimNothing)
+	step(2, 0, 3000, trimHeap)
+	step(2, 0, 3000, trimNothing)
+	step(3, 0, 3000, trimNothing)
+	for i := 1; i < deepIdleTicks; i++ {
+		step(3, 1, 3000, trimNothing) // a long turn counts as activity
+	}
+	step(3, 0, 3000, trimHeap)
+	if deepIdleTicks < 4 {
+		t.Fatalf("deepIdleAfter is %v: not much longer than a quiet period (%v)", deepIdleAfter, idleTrimEvery)
+	}
+}
+
+// kernelAtLeast reports whether the running kernel is major.minor or later.
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", u.Release[:], err)
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // TestConnectsCountsTheChannels: the idle trimmer's connection count is the

@@ -28,8 +28,10 @@ type channelFigures struct {
 	warmKB, trimmedKB int
 	warmAnonKB        int
 	mqtt              bool
-	// Over the longIdle after the trimmed reading (0 without it).
-	longMeanKB, longMaxKB int
+	// Over the longIdle after the trimmed reading (0 without it), and its
+	// last reading: the idle trim gives back the binary's pages only after
+	// two quiet minutes where they are mapped page by page.
+	longMeanKB, longMaxKB, longLastKB int
 }
 
 // longIdle is -longidle: how long the every-channel measure goes on reading
@@ -38,18 +40,18 @@ type channelFigures struct {
 // just after the trim says little about a board that idles for hours.
 var longIdle time.Duration
 
-// sampleRSS reads s's VmRSS every second for d and returns the mean and
-// the largest reading.
-func sampleRSS(s *server, d time.Duration) (meanKB, maxKB int) {
+// sampleRSS reads s's VmRSS every second for d and returns the mean, the
+// largest and the last reading.
+func sampleRSS(s *server, d time.Duration) (meanKB, maxKB, lastKB int) {
 	n, sum := 0, 0
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
-		kb := s.rssKB("VmRSS")
-		sum, n, maxKB = sum+kb, n+1, max(maxKB, kb)
+		lastKB = s.rssKB("VmRSS")
+		sum, n, maxKB = sum+lastKB, n+1, max(maxKB, lastKB)
 	}
 	if n == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
-	return sum / n, maxKB
+	return sum / n, maxKB, lastKB
 }
 
 // String is the figures in words, as both outputs print them.
@@ -57,7 +59,7 @@ func (f channelFigures) String() string {
 	mb := func(kb int) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
 	out := fmt.Sprintf("%s warm (%s anonymous, %s file), %s trimmed", mb(f.warmKB), mb(f.warmAnonKB), mb(f.warmKB-f.warmAnonKB), mb(f.trimmedKB))
 	if f.longMaxKB > 0 {
-		out += fmt.Sprintf(", then %s mean and %s at most over %s of idling", mb(f.longMeanKB), mb(f.longMaxKB), longIdle.Round(time.Second))
+		out += fmt.Sprintf(", then %s mean and %s at most over %s of idling, %s at its end", mb(f.longMeanKB), mb(f.longMaxKB), longIdle.Round(time.Second), mb(f.longLastKB))
 	}
 	return out
 }
@@ -136,7 +138,7 @@ func measureChannels(client *http.Client, bin, providerBase string, settle, idle
 	f.trimmedKB = s.rssKB("VmRSS")
 	diagnose(s, "channels-trimmed")
 	if longIdle > 0 {
-		f.longMeanKB, f.longMaxKB = sampleRSS(s, longIdle)
+		f.longMeanKB, f.longMaxKB, f.longLastKB = sampleRSS(s, longIdle)
 		diagnose(s, "channels-long-idle")
 	}
 	diagQuit(s)

@@ -194,12 +194,12 @@ func TestSampleRSSAndLongIdleWords(t *testing.T) {
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	start := time.Now()
-	mean, most := sampleRSS(&server{cmd: cmd}, 1500*time.Millisecond)
+	mean, most, last := sampleRSS(&server{cmd: cmd}, 1500*time.Millisecond)
 	if took := time.Since(start); took < 1500*time.Millisecond || took > 5*time.Second {
 		t.Errorf("sampling 1.5 s took %v", took)
 	}
-	if mean <= 0 || most < mean {
-		t.Errorf("mean %d kB, largest %d kB", mean, most)
+	if mean <= 0 || most < mean || last <= 0 || last > most {
+		t.Errorf("mean %d kB, largest %d kB, last %d kB", mean, most, last)
 	}
 	f := channelFigures{warmKB: 12 << 10, warmAnonKB: 3 << 10, trimmedKB: 7 << 10}
 	if s := f.String(); s != "12.0 MB warm (3.0 MB anonymous, 9.0 MB file), 7.0 MB trimmed" {
@@ -207,8 +207,8 @@ func TestSampleRSSAndLongIdleWords(t *testing.T) {
 	}
 	defer func(d time.Duration) { longIdle = d }(longIdle)
 	longIdle = 150 * time.Second
-	f.longMeanKB, f.longMaxKB = 7<<10+512, 8<<10
-	if s := f.String(); !strings.HasSuffix(s, ", then 7.5 MB mean and 8.0 MB at most over 2m30s of idling") {
+	f.longMeanKB, f.longMaxKB, f.longLastKB = 7<<10+512, 8<<10, 4<<10
+	if s := f.String(); !strings.HasSuffix(s, ", then 7.5 MB mean and 8.0 MB at most over 2m30s of idling, 4.0 MB at its end") {
 		t.Errorf("with the long idle: %q", s)
 	}
 }
