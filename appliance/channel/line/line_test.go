@@ -458,7 +458,17 @@ func TestManyDeliveriesLeakNothing(t *testing.T) {
 		e.deliver(t, fake.NewEvent(linetest.Event{UserID: alice, Text: "n" + strconv.Itoa(i)}))
 	}
 	fake.WaitSent(51, 20*time.Second)
-	if g1 := settle(); g1 > g0+3 {
+	// A leak per delivery would show as 50 more. The reply client may keep
+	// up to MaxIdleConns (4) idle connections to the platform, two
+	// goroutines each, where the warm-up needed one: the deliveries' replies
+	// overlap. Closed connections' goroutines take a moment to end on a
+	// busy machine, so the count is read until it settles.
+	limit := g0 + 2*4
+	g1 := settle()
+	for deadline := time.Now().Add(5 * time.Second); g1 > limit && time.Now().Before(deadline); {
+		g1 = settle()
+	}
+	if g1 > limit {
 		t.Errorf("goroutines grew from %d to %d across 50 deliveries", g0, g1)
 	}
 }
