@@ -11,7 +11,9 @@ import (
 )
 
 // The userfaultfd ABI (linux/userfaultfd.h); the ioctl numbers are those of
-// the generic encoding, which arm, arm64 and amd64 share.
+// the generic encoding, which arm, arm64 and amd64 share. A 32-bit ARM
+// kernel has no write protection for userfaultfd at all and refuses the
+// feature: the armhf build maps in chunks there, as before.
 const (
 	uffdUserModeOnly        = 1
 	uffdAPI                 = 0xAA
@@ -36,7 +38,7 @@ var pageByPageFD = sync.OnceValues(func() (int, error) {
 	api := struct{ api, features, ioctls uint64 }{uffdAPI, uffdFeatureWPAsync, 0}
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, uffdioAPI, uintptr(unsafe.Pointer(&api))); errno != 0 {
 		unix.Close(int(fd))
-		return -1, fmt.Errorf("userfaultfd: asynchronous write protection: %w (it needs Linux %s or later)", errno, pageByPageKernelAtLeast)
+		return -1, fmt.Errorf("userfaultfd: asynchronous write protection: %w (it needs Linux %s or later, on a 64-bit kernel)", errno, pageByPageKernelAtLeast)
 	}
 	return int(fd), nil
 })
