@@ -104,8 +104,9 @@ const idleTrimEvery = 15 * time.Second
 // against 9 MB in 64 KB chunks), and the next turn of a conversation
 // would fault each back in one by one: 9.6 ms for the first turn after
 // such a trim on the bench's machine, against 2.1-2.9 ms when the trim
-// leaves them. Someone chatting answers within a minute or two; after that the
-// board is left alone, and the pages are better in the page cache.
+// leaves them. Someone chatting answers within a minute or two; after
+// that the board is left alone, and the pages are better in the page
+// cache.
 const deepIdleAfter = 2 * time.Minute
 
 // regrowKB is how far the mapped file pages may grow again while idle before
