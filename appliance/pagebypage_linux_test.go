@@ -12,31 +12,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mappingRssKB is the Rss of the mapping that starts at addr, from
-// /proc/self/smaps.
+// mappingRssKB is the Rss of the mapping that starts at addr.
 func mappingRssKB(t *testing.T, addr uintptr) int {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/smaps")
+	prefix := strconv.FormatUint(uint64(addr), 16) + "-"
+	kb, seen, err := smapsRssKB(func(f []string) bool { return strings.HasPrefix(f[0], prefix) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := strconv.FormatUint(uint64(addr), 16) + "-"
-	ours := false
-	for _, ln := range strings.Split(string(data), "\n") {
-		f := strings.Fields(ln)
-		switch {
-		case len(f) >= 5 && strings.Contains(f[0], "-") && len(f[1]) == 4:
-			ours = strings.HasPrefix(f[0], prefix)
-		case ours && len(f) >= 2 && f[0] == "Rss:":
-			n, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
+	if !seen {
+		t.Fatalf("no mapping at %#x in /proc/self/smaps", addr)
 	}
-	t.Fatalf("no mapping at %#x in /proc/self/smaps", addr)
-	return 0
+	return kb
 }
 
 // TestMapPageByPage: a read-only private mapping of a file, as the binary's
