@@ -3,11 +3,12 @@ package appliance_test
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/perchhq/perch/appliance/gateway/gatewaytest"
 
 	"github.com/perchhq/perch/appliance/appliancetest"
 	"github.com/perchhq/perch/appliance/channel/line/linetest"
@@ -15,16 +16,6 @@ import (
 )
 
 const apiToken = "0123456789abcdef0123456789abcdef"
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 func get(t *testing.T, url, token string) (int, map[string]any) {
 	t.Helper()
@@ -51,7 +42,7 @@ func TestLINEWebhookOnTheGatewayListener(t *testing.T) {
 	defer prov.Close()
 	fake := linetest.New("line-token", "line-secret")
 	defer fake.Close()
-	port := freePort(t)
+	port := gatewaytest.FreePort(t)
 	g := appliancetest.Start(t, map[string]any{
 		"gateway":   map[string]any{"host": "127.0.0.1", "port": port, "api_token": apiToken},
 		"providers": map[string]any{"openai": map[string]any{"api_key": "k", "api_base": prov.Base()}},

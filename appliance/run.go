@@ -2,13 +2,19 @@ package appliance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/appliance/gateway"
 	"github.com/perchhq/perch/appliance/pidfile"
 	"github.com/perchhq/perch/appliance/version"
 )
@@ -26,14 +32,25 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 		log.Warn(w)
 	}
 	start := time.Now()
+	// The socket first: a busy port is reported before the database is
+	// touched, and a client that connects while the gateway starts (a
+	// health probe, the page reloading after an upgrade) waits in the
+	// listen queue for its answer instead of being refused.
+	ln, err := gateway.Bind(cfg.Gateway.Host, cfg.Gateway.Port)
+	if err != nil {
+		return portHolder(cfg, err)
+	}
 	sys, err := NewCore(ctx, cfg, log)
 	if err != nil {
+		ln.Close()
 		return err
 	}
+	sys.Listener = ln
 	if sys.NoProv != nil {
 		log.Warn("no provider: only offline commands are answered until one is configured", "fix", sys.NoProv.Error())
 	}
 	if err := sys.BuildGateway(); err != nil {
+		ln.Close()
 		sys.Close()
 		return err
 	}
@@ -84,6 +101,23 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 	}
 	log.Info("stopped")
 	return failed
+}
+
+// portHolder names the gateway of this home when it is what holds the
+// port, which a second `perch gateway` (a forgotten terminal beside the
+// service) would otherwise only learn as "in use".
+func portHolder(cfg *config.Config, err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	p, perr := pidfile.Read(cfg.PIDPath())
+	if perr != nil || p.PID == os.Getpid() {
+		return err
+	}
+	if _, port, serr := net.SplitHostPort(p.Addr); serr != nil || port != strconv.Itoa(cfg.Gateway.Port) {
+		return err
+	}
+	return fmt.Errorf("gateway: port %d is already in use by the perch gateway of this home (pid %d, %s); stop it first (systemctl stop perch, or Ctrl-C in its terminal) or change gateway.port", cfg.Gateway.Port, p.PID, cfg.Dir())
 }
 
 // LocalAgent builds the agent in this process, for `perch agent` when no

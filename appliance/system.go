@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -66,6 +68,10 @@ type System struct {
 	// recorded uevents and sysfs tree).
 	USBListen  func() (usb.Listener, error)
 	USBSysRoot string
+	// Listener, when set before BuildGateway, is the socket the HTTP
+	// server takes (gateway.Bind, opened before the rest was built);
+	// otherwise BuildGateway binds gateway.host and gateway.port itself.
+	Listener net.Listener
 	// SetupCode is the first-run setup code the page asks for ("" when a
 	// provider is configured), repeated in the start-up banner.
 	SetupCode string
@@ -100,8 +106,9 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, fmt.Errorf("workspace %s: %w; check agents.defaults.workspace", ws, err)
 	}
-	// The provider needs neither the database nor anything else built
-	// here: build it while the store opens, on the other core of a board.
+	// The provider and the sandbox need neither the database nor anything
+	// else built here: build them while the store opens, on the other core
+	// of a board.
 	type built struct {
 		prov *provider.Client
 		err  error
@@ -111,13 +118,32 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		p, err := provider.FromConfig(ctx, cfg, log)
 		provDone <- built{p, err}
 	}()
+	type confined struct {
+		runner *sandbox.Runner
+		err    error
+	}
+	sandboxDone := make(chan confined, 1)
+	go func() {
+		// Every shell command (exec tool, cron command jobs) runs confined;
+		// the config file and the database are never readable from it.
+		r, err := sandbox.New(sandbox.Options{
+			Workspace:      ws,
+			Timeout:        time.Duration(cfg.Tools.Exec.TimeoutSeconds) * time.Second,
+			RequireSandbox: cfg.Tools.Exec.RequireSandbox,
+			User:           cfg.Tools.Exec.User,
+			Secrets:        []string{cfg.Path(), cfg.DBPath(), store.JournalPath(cfg.DBPath()), cfg.PIDPath()},
+			Log:            log,
+		})
+		sandboxDone <- confined{r, err}
+	}()
 	db, err := store.Open(cfg.DBPath(), store.Options{LockHolder: func() string {
 		if p, err := pidfile.Read(cfg.PIDPath()); err == nil {
 			return fmt.Sprintf("pid %d", p.PID)
 		}
 		return ""
 	}, SessionTTL: time.Duration(cfg.Agents.Defaults.SessionTTLDays) * 24 * time.Hour})
-	pb := <-provDone // before any return: the goroutine ends here
+	pb := <-provDone // before any return: the goroutines end here
+	sb := <-sandboxDone
 	if err != nil {
 		return nil, err
 	}
@@ -162,20 +188,11 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 	}
 	s.Cron = schedule.New(schedule.Options{Store: db, Location: loc, Run: s.runJob, Log: log, CheckCommand: sandbox.CheckCommand,
 		CheckChannel: schedule.ChannelCheck(s.deliveryChannels), OnChange: s.jobsChanged})
-	// Every shell command (exec tool, cron command jobs) runs confined; the
-	// config file and the database are never readable from it.
-	s.Sandbox, err = sandbox.New(sandbox.Options{
-		Workspace:      ws,
-		Timeout:        time.Duration(cfg.Tools.Exec.TimeoutSeconds) * time.Second,
-		RequireSandbox: cfg.Tools.Exec.RequireSandbox,
-		User:           cfg.Tools.Exec.User,
-		Secrets:        []string{cfg.Path(), cfg.DBPath(), store.JournalPath(cfg.DBPath()), cfg.PIDPath()},
-		Log:            log,
-	})
-	if err != nil {
+	if sb.err != nil {
 		db.Close()
-		return nil, err
+		return nil, sb.err
 	}
+	s.Sandbox = sb.runner
 	// Validation only: no bus is opened until a sensor is read.
 	s.Sensors, err = sensor.NewSet(cfg.Sensors.Parts, sensor.Options{})
 	if err != nil {
@@ -221,7 +238,8 @@ func (s *System) Close() error {
 }
 
 // BuildGateway adds the channels, heartbeat and HTTP server and binds the
-// listener, so a busy port fails before anything starts.
+// listener (unless Listener is set), so a busy port fails before anything
+// starts.
 func (s *System) BuildGateway() error {
 	cfg := s.Cfg
 	s.Channels = channel.NewManager(s.Bus, s.Log)
@@ -279,6 +297,10 @@ func (s *System) BuildGateway() error {
 	page := web.Register(s.HTTP, web.Deps{Setup: pageSetup{s}, Log: s.Log, Token: cfg.Gateway.APIToken.Value,
 		CodeWhere: web.CodeWhere(os.LookupEnv), OnSetup: s.Web.RefreshStatus})
 	s.SetupCode = page.SetupCode()
+	if s.Listener != nil {
+		s.HTTP.ListenOn(s.Listener)
+		return nil
+	}
 	return s.HTTP.Listen()
 }
 
@@ -403,6 +425,11 @@ func (s *System) Start(ctx context.Context) error {
 			s.failed <- err
 		}
 	}()
+	// Clients that connected while the gateway started (a health probe
+	// polling /ready, a page reloading after an upgrade) wait in the listen
+	// queue: let the server take them now, before the bookkeeping below
+	// (pid file, systemd), which nobody is waiting for.
+	runtime.Gosched()
 	// The pid file announces a gateway that is ready to take requests.
 	if err := pidfile.Write(s.Cfg.PIDPath(), s.HTTP.Addr(), s.pidKey); err != nil {
 		s.Log.Warn("cannot write the pid file; CLI commands will not find this gateway", "path", s.Cfg.PIDPath(), "err", err)

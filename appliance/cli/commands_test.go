@@ -5,27 +5,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/perchhq/perch/appliance/gateway/gatewaytest"
+
 	"github.com/perchhq/perch/appliance/appliancetest"
 	"github.com/perchhq/perch/appliance/provider/providertest"
 )
-
-// freePort returns a loopback port nothing listens on (just released).
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // secretLines parses Status's "Secrets:" section into key -> state.
 func secretLines(t *testing.T, out string) map[string]string {
@@ -67,7 +57,7 @@ func TestStatusHidesSecrets(t *testing.T) {
 	t.Setenv("PERCH_CHANNELS_TELEGRAM_TOKEN", tgTok)
 	cfgPath := filepath.Join(home, "config.json")
 	cfg := fmt.Sprintf(`{"gateway":{"host":"127.0.0.1","port":%d},"agents":{"defaults":{"model":"openai/gpt-4o-mini"}},
-		"channels":{"telegram":{"enabled":true}}}`, freePort(t))
+		"channels":{"telegram":{"enabled":true}}}`, gatewaytest.FreePort(t))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -127,10 +128,10 @@ func (s *Server) IsReady() bool { return s.ready.Load() }
 // Uptime is the time since New.
 func (s *Server) Uptime() time.Duration { return time.Since(s.started) }
 
-// Listen binds the address and builds the HTTP server; a busy port is
-// reported here, before anything else starts serving.
-func (s *Server) Listen() error {
-	addr := net.JoinHostPort(s.opts.Host, fmt.Sprint(s.opts.Port))
+// Bind opens the gateway's listening socket on host:port. A busy port's
+// error matches syscall.EADDRINUSE and names the setting to change.
+func Bind(host string, port int) (net.Listener, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	// Plain TCP: Go listens with Multipath TCP where the kernel has it,
 	// which a board on one LAN link gains nothing from, and its probe and
 	// bind cost every start.
@@ -139,10 +140,40 @@ func (s *Server) Listen() error {
 	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscallEADDRINUSE) {
-			return fmt.Errorf("gateway: port %d on %s is already in use (another perch or program?); stop it or change gateway.port", s.opts.Port, s.opts.Host)
+			return nil, &busyPortError{host: host, port: port}
 		}
-		return fmt.Errorf("gateway: listen on %s: %w; check gateway.host and gateway.port", addr, err)
+		return nil, fmt.Errorf("gateway: listen on %s: %w; check gateway.host and gateway.port", addr, err)
 	}
+	return ln, nil
+}
+
+// busyPortError is a port another program holds; it matches
+// syscall.EADDRINUSE.
+type busyPortError struct {
+	host string
+	port int
+}
+
+func (e *busyPortError) Error() string {
+	return fmt.Sprintf("gateway: port %d on %s is already in use (another perch or program?); stop it or change gateway.port", e.port, e.host)
+}
+
+func (e *busyPortError) Unwrap() error { return syscallEADDRINUSE }
+
+// Listen binds the address (Bind) and builds the HTTP server; a busy port
+// is reported here, before anything else starts serving.
+func (s *Server) Listen() error {
+	ln, err := Bind(s.opts.Host, s.opts.Port)
+	if err != nil {
+		return err
+	}
+	s.ListenOn(ln)
+	return nil
+}
+
+// ListenOn builds the HTTP server on ln, a socket Bind opened earlier;
+// Stop closes it. Until Serve, connections wait in its listen queue.
+func (s *Server) ListenOn(ln net.Listener) {
 	s.ln = newLimitListener(ln, s.opts.MaxConns, s.opts.MaxConnsPerClient, s.log)
 	// Built here, not in Serve, so Stop (which may run while Serve is only
 	// starting) reads a field written before either began. Connections
@@ -157,7 +188,6 @@ func (s *Server) Listen() error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	return nil
 }
 
 // Addr is the bound address (after Listen).

@@ -156,9 +156,16 @@ func launch(client *http.Client, argv, env []string, url, token string) (*server
 			s.stop()
 			return nil, fmt.Errorf("%s: not ready after 10s: %s\n%s", argv[0], why, errOut.String())
 		}
-		time.Sleep(200 * time.Microsecond)
+		// A Go timer sleeps a millisecond or more here (the runtime's
+		// poller waits in whole milliseconds), which would round every
+		// start up to the next poll; nanosleep keeps the polls 100 µs
+		// apart.
+		unix.Nanosleep(&unix.Timespec{Nsec: pollEvery.Nanoseconds()}, nil)
 	}
 }
+
+// pollEvery is how often launch asks /ready while a program starts.
+const pollEvery = 100 * time.Microsecond
 
 // figures are one program's measurements.
 type figures struct {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perchhq/perch/appliance/gateway/gatewaytest"
+
 	"github.com/perchhq/perch/appliance/provider/providertest"
 )
 
@@ -123,6 +125,95 @@ func TestBusyPortExitsOne(t *testing.T) {
 	last := lines[len(lines)-1]
 	if !strings.Contains(last, "already in use") || !strings.Contains(last, "gateway.port") {
 		t.Fatalf("last stderr line %q", last)
+	}
+}
+
+// TestSecondGatewayOfTheHomeNamesTheFirst: a second `perch gateway` of the
+// same home and port fails at once and names the running one's pid.
+func TestSecondGatewayOfTheHomeNamesTheFirst(t *testing.T) {
+	port := gatewaytest.FreePort(t)
+	h := NewHome(t, func(c map[string]any) { c["gateway"].(map[string]any)["port"] = port })
+	g := h.Start()
+	defer g.Signal(syscall.SIGTERM)
+	t0 := time.Now()
+	_, stderr, code := h.Run("gateway")
+	if code != 1 {
+		t.Fatalf("second gateway: exit %d, want 1:\n%s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	last := lines[len(lines)-1]
+	for _, want := range []string{"already in use", fmt.Sprintf("pid %d", g.Cmd.Process.Pid), "gateway.port"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last stderr line %q lacks %q", last, want)
+		}
+	}
+	// The port is taken before the database is opened, so the second one
+	// does not wait out the database's lock (a second).
+	if d := time.Since(t0); d > 900*time.Millisecond {
+		t.Errorf("second gateway took %v to fail", d)
+	}
+	if status, _ := g.Do("GET", "/ready", nil); status != 200 {
+		t.Errorf("the first gateway's /ready = %d after the second one failed", status)
+	}
+}
+
+// TestClientsWaitWhileTheGatewayStarts: the port is bound before anything
+// else is built, so a request sent while the gateway starts (here: while
+// it waits for the database's lock) is answered once it is ready instead
+// of being refused.
+func TestClientsWaitWhileTheGatewayStarts(t *testing.T) {
+	port := gatewaytest.FreePort(t)
+	h := NewHome(t, func(c map[string]any) { c["gateway"].(map[string]any)["port"] = port })
+	db, err := os.OpenFile(filepath.Join(h.Dir, "perch.db"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := syscall.Flock(int(db.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	g := h.StartNoWait()
+	defer g.Signal(syscall.SIGTERM)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the port was not bound while the database was locked: %v\n%s", err, g.Stderr())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	type answer struct {
+		status int
+		err    error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Get("http://" + addr + "/ready")
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		resp.Body.Close()
+		got <- answer{status: resp.StatusCode}
+	}()
+	select {
+	case a := <-got:
+		t.Fatalf("answered while the database was still locked: %+v", a)
+	case <-time.After(300 * time.Millisecond):
+	}
+	syscall.Flock(int(db.Fd()), syscall.LOCK_UN)
+	select {
+	case a := <-got:
+		if a.err != nil || a.status != 200 {
+			t.Fatalf("the request sent during start got %+v, want 200\n%s", a, g.Stderr())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no answer after the lock was released\n%s", g.Stderr())
 	}
 }
 

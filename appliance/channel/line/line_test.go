@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/perchhq/perch/appliance/gateway/gatewaytest"
+
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/channel/channeltest"
 	"github.com/perchhq/perch/appliance/channel/line"
@@ -30,16 +32,6 @@ const (
 	bob         = "U22222222222222222222222222222222"
 	group       = "C33333333333333333333333333333333"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 func section(base string, port int, mutate func(*config.LINEChannel)) config.ChannelSection {
 	cfg := config.Default()
@@ -68,7 +60,7 @@ func fastOptions() line.Options {
 func start(t *testing.T, fake *linetest.Server, o channeltest.Options, mutate func(*config.LINEChannel), opts line.Options) *env {
 	t.Helper()
 	h := channeltest.New(t, o)
-	port := freePort(t)
+	port := gatewaytest.FreePort(t)
 	c, err := line.New(h.Deps(section(fake.Base(), port, mutate)), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +320,7 @@ func TestTokenRejectedAtStartNamesTheKey(t *testing.T) {
 	fake := linetest.New("another-token", secret)
 	defer fake.Close()
 	h := channeltest.New(t, channeltest.Options{})
-	c, err := line.New(h.Deps(section(fake.Base(), freePort(t), nil)), fastOptions())
+	c, err := line.New(h.Deps(section(fake.Base(), gatewaytest.FreePort(t), nil)), fastOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,9 +348,9 @@ func TestBusyWebhookPortNamesTheKey(t *testing.T) {
 }
 
 func TestUnreachableAtStartThenRecovers(t *testing.T) {
-	port := freePort(t)
+	port := gatewaytest.FreePort(t)
 	h := channeltest.New(t, channeltest.Options{})
-	c, err := line.New(h.Deps(section("http://127.0.0.1:"+strconv.Itoa(port), freePort(t), nil)), fastOptions())
+	c, err := line.New(h.Deps(section("http://127.0.0.1:"+strconv.Itoa(port), gatewaytest.FreePort(t), nil)), fastOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,3 +45,15 @@ func BreakListener(t testing.TB, addr string) {
 	}
 	t.Fatalf("no listening socket for %s in this process", addr)
 }
+
+// FreePort returns a loopback port nothing listens on at the moment, for a
+// config that must name its port before the gateway starts.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}

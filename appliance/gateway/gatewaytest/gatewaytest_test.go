@@ -3,6 +3,7 @@ package gatewaytest
 import (
 	"errors"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -30,4 +31,16 @@ func TestBreakListenerFailsAccept(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Accept still blocked")
 	}
+}
+
+func TestFreePortCanBeBound(t *testing.T) {
+	port := FreePort(t)
+	if port <= 0 || port > 65535 {
+		t.Fatalf("FreePort = %d", port)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("binding the port FreePort returned: %v", err)
+	}
+	ln.Close()
 }
