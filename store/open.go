@@ -57,6 +57,7 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 	unclean := markerErr == nil
 	var rec *Recovered
 	sessions := 0
+	freelist := false
 	if st.Size() > 0 {
 		r, unmap := loadFile(f, st.Size())
 		chk := verifyFile(r, st.Size(), unclean, !unclean)
@@ -84,6 +85,7 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 			return db, err
 		default:
 			sessions = chk.counts.sessions
+			freelist = chk.meta.freelist != noFreelist
 		}
 	}
 	if err := os.WriteFile(markerPath(path), nil, 0o600); err != nil {
@@ -139,6 +141,7 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 			return nil, err
 		}
 	}
+	db.openTx, db.freelistAtOpen = db.txID(), freelist
 	if opts.SessionTTL > 0 {
 		db.sweep = startSweeper(db, opts.SessionTTL)
 	}

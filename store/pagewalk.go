@@ -12,8 +12,8 @@ import (
 )
 
 // This file reads a bbolt file without bbolt. bbolt trusts its file: at open
-// it walks every reachable page (it rebuilds the freelist that way, because
-// the store does not sync one), in a goroutine of its own and through a
+// it walks every reachable page (it rebuilds the freelist that way, unless
+// the store wrote one at a clean close), in a goroutine of its own and through a
 // memory map, so one damaged page or a truncated file ends the process with a
 // panic or a fault nobody can recover. The walker below reads pages with
 // pread, checks every offset and length before using it, and turns damage
@@ -176,6 +176,7 @@ type walker struct {
 
 	seen      []uint64 // bitset of pages already reached
 	reached   uint64   // pages reached, overflow included
+	free      []uint64 // the ids a synced freelist page lists
 	problems  []string
 	nProblems int
 	// bucketProblems counts the problems met inside each bucket being
@@ -236,6 +237,9 @@ func (w *walker) run() {
 		}
 	}
 	w.walkPage(m.root, 0, nil, nil)
+	if m.freelist != noFreelist && !w.stopped() {
+		w.checkFreeUnused(m.freelist)
+	}
 }
 
 func (w *walker) markSeen(id, overflow uint64) bool {
@@ -464,8 +468,9 @@ func (w *walker) walkBucket(id uint64, name, v []byte, depth int) {
 	w.visit.bucketEnd(w.path, name, n)
 }
 
-// checkFreelist checks a synced freelist page (files this store writes have
-// none; one written by another bbolt program may).
+// checkFreelist checks a synced freelist page (the store writes one at a
+// clean close, see DB.writeFreelist; a file written by another bbolt program
+// may have one too) and keeps the ids it lists for checkFreeUnused.
 func (w *walker) checkFreelist(id uint64) {
 	if id < 2 || id >= w.meta.pgid {
 		w.problem("freelist page %d: out of range [2, %d)", id, w.meta.pgid)
@@ -493,10 +498,31 @@ func (w *walker) checkFreelist(id uint64) {
 		w.problem("freelist page %d: %d ids do not fit", id, count)
 		return
 	}
-	for i := uint64(0); i < count; i++ {
-		if f := ne.Uint64(ids[i*8:]); f < 2 || f >= w.meta.pgid {
+	free := make([]uint64, count)
+	for i := range free {
+		f := ne.Uint64(ids[i*8:])
+		if f < 2 || f >= w.meta.pgid {
 			w.problem("freelist page %d: free page %d out of range", id, f)
 			return
 		}
+		free[i] = f
+	}
+	w.free = free
+}
+
+// checkFreeUnused checks, after the walk, that no page the freelist lists
+// is in the tree or listed twice: bbolt trusts the list and would hand such
+// a page out again, overwriting what the tree keeps there.
+func (w *walker) checkFreeUnused(listedBy uint64) {
+	for _, id := range w.free {
+		bit := uint64(1) << (id % 64)
+		if w.seen[id/64]&bit != 0 {
+			w.problem("freelist page %d: page %d is listed as free but is in use (or listed twice)", listedBy, id)
+			if w.stopped() {
+				return
+			}
+			continue
+		}
+		w.seen[id/64] |= bit
 	}
 }

@@ -27,6 +27,9 @@ var (
 	keyUsage  = []byte("usage")
 	keyInfo   = []byte("info")
 	keyMsgs   = []byte("msgs")
+	// keyCleanClose holds when the store was last closed cleanly (Unix
+	// seconds, big-endian); see writeFreelist.
+	keyCleanClose = []byte("clean_close")
 )
 
 // Options tune Open.
@@ -76,7 +79,11 @@ type DB struct {
 	compaction   *Compaction
 	damage       atomic.Pointer[damageNote]
 	sweep        *sweeper
-	sensors      *sensorBuffer
+	// openTx is bbolt's transaction id when Open returned; freelistAtOpen
+	// says the file had its freelist written then (writeFreelist).
+	openTx         int
+	freelistAtOpen bool
+	sensors        *sensorBuffer
 
 	// journal makes appends durable ahead of bbolt (journal.go); nil
 	// without a history cache.
@@ -132,6 +139,9 @@ func (db *DB) Close() error {
 		db.idle.Wait()
 	}
 	db.mu.Unlock()
+	if db.damage.Load() == nil {
+		db.writeFreelist()
+	}
 	if err := db.bolt.Close(); err != nil {
 		return err
 	}
@@ -145,6 +155,44 @@ func (db *DB) Close() error {
 		os.Remove(markerPath(db.path))
 	}
 	return flushErr
+}
+
+// writeFreelist commits once more with the freelist written, as the last
+// thing before a clean close. While running, commits leave it out (fewer
+// pages per commit on an SD card), so an open would have bbolt walk every
+// page to rebuild it: a millisecond or more at every start, growing with the
+// file. Written here, the next open reads it from its page instead; the walk
+// at open (pagewalk.go) checks that no page it lists is in use, and the first
+// commit after that open drops it again. A close that fails to write it
+// leaves the meta saying there is none, and the next open rebuilds it.
+//
+// The commit records the time of the close rather than nothing: a change
+// makes it write a new root page, so the older meta page keeps a tree of its
+// own (the same data) for salvage to fall back on if the newest root page is
+// ever damaged; an empty commit would point both metas at one root.
+func (db *DB) writeFreelist() {
+	if db.bolt.IsReadOnly() {
+		return
+	}
+	if db.freelistAtOpen && db.txID() == db.openTx {
+		return // nothing was written since: the file is as Open found it
+	}
+	db.bolt.NoFreelistSync = false
+	_ = db.bolt.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket([]byte(BucketMeta))
+		if meta == nil {
+			return nil
+		}
+		return meta.Put(keyCleanClose, binary.BigEndian.AppendUint64(nil, uint64(time.Now().Unix())))
+	})
+	db.bolt.NoFreelistSync = true
+}
+
+// txID is the id of bbolt's last committed transaction.
+func (db *DB) txID() int {
+	id := -1
+	_ = db.bolt.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil })
+	return id
 }
 
 // Check verifies the file's internal consistency (bbolt's tx.Check). It
