@@ -124,11 +124,18 @@ func TestAmd64Image(t *testing.T) {
 		// but an emulated CPU on a loaded host can stall PID 1 past 15 s
 		// (seen: four silent resets in one first boot). QEMU logs a
 		// firing instead of resetting; the log is reported below.
-		"-action", "watchdog=debug"}
+		"-action", "watchdog=debug",
+		// A guest reboot ends QEMU, and the second-boot check starts it
+		// again on the same disk and UEFI variables. OVMF's warm reset
+		// under TCG hung once with the console silent after "reboot:
+		// machine restart" for 20 minutes; a cold start does not go
+		// through it, and the guest's side of a reboot is the same.
+		"-action", "reboot=shutdown"}
 	// One vCPU: with two, TCG occasionally runs stale code while the kernel
 	// patches itself at boot (an int3 oops in enqueue_timer, seen here).
 	v := startVM(t, "qemu-system-x86_64", qemuArgs, 45*time.Minute)
 	v.key = key
+	top := t
 	// When a check fails, the guest's own account of it: failed units and
 	// the journal of Perch's units (cleanups run before the VM's is).
 	t.Cleanup(func() {
@@ -422,9 +429,14 @@ func TestAmd64Image(t *testing.T) {
 			t.Error("machine-id still uninitialized after the first boot")
 		}
 		v.sshAs("root", key, "systemctl reboot")
-		time.Sleep(10 * time.Second)
-		took := v.waitHealth(t, 20*time.Minute)
-		record(t, "amd64 second boot: /health after %s", took.Round(time.Second))
+		if err := v.waitExit(3 * time.Minute); err != nil {
+			t.Fatalf("the guest did not go down for its reboot: %v\n%s", err, tail(v.console(), 40))
+		}
+		// The later checks and the cleanups follow v to the new QEMU.
+		v = startVM(top, "qemu-system-x86_64", qemuArgs, 30*time.Minute)
+		v.key, v.label = key, "second-boot"
+		took := v.waitHealth(t, 15*time.Minute)
+		record(t, "amd64 second boot (cold start of QEMU on the same card): /health after %s", took.Round(time.Second))
 		waitFor(t, "SSH", 3*time.Minute, func() error { _, err := v.sshAs("root", key, "true"); return err })
 		if after := v.sh(t, "sha256sum /etc/perch/config.json /etc/ssh/ssh_host_ed25519_key.pub /etc/machine-id /var/lib/perch-firstboot/state.json"); after != before {
 			t.Errorf("first-boot files changed on the second boot:\n%s\n---\n%s", before, after)

@@ -217,6 +217,7 @@ type vm struct {
 	httpPort int
 	sshPort  int
 	key      string // SSH private key
+	label    string // told apart from another QEMU of the same test in kept logs
 	exited   chan struct{}
 	exitErr  error
 }
@@ -264,7 +265,7 @@ func startVM(t *testing.T, qemu string, args []string, maxLife time.Duration) *v
 		v.kill()
 		if dir := os.Getenv("PERCH_IMAGE_LOGS"); dir != "" {
 			os.MkdirAll(dir, 0o755)
-			os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-serial.log"), []byte(v.console()), 0o644)
+			os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+v.labelSuffix()+"-serial.log"), []byte(v.console()), 0o644)
 		}
 		if t.Failed() {
 			t.Logf("serial console (last lines):\n%s", tail(v.console(), 80))
@@ -278,6 +279,13 @@ func startVM(t *testing.T, qemu string, args []string, maxLife time.Duration) *v
 		}
 	})
 	return v
+}
+
+func (v *vm) labelSuffix() string {
+	if v.label == "" {
+		return ""
+	}
+	return "-" + v.label
 }
 
 // kill ends QEMU by its PID and waits for it.
