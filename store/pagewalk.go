@@ -391,7 +391,7 @@ func (w *walker) walkNode(id uint64, p []byte, depth int, lo, hi []byte) {
 				w.problem("page %d (branch): %v", id, err)
 				return
 			}
-			w.ordered(id, i, prev, k, lo, hi)
+			w.ordered(id, i, count, prev, k, lo, hi)
 			next := hi
 			if i+1 < count {
 				if _, nk, _, _, err := elemAt(p, i+1, false); err == nil {
@@ -409,7 +409,7 @@ func (w *walker) walkNode(id uint64, p []byte, depth int, lo, hi []byte) {
 				w.problem("page %d (leaf): %v", id, err)
 				return
 			}
-			w.ordered(id, i, prev, k, lo, hi)
+			w.ordered(id, i, count, prev, k, lo, hi)
 			prev = k
 			if ef&^leafFlagBucket != 0 {
 				w.problem("page %d: element %d has unknown flags %#x", id, i, ef)
@@ -426,15 +426,18 @@ func (w *walker) walkNode(id uint64, p []byte, depth int, lo, hi []byte) {
 	}
 }
 
-// ordered checks that key k (element i) follows prev and lies in [lo, hi),
-// as bbolt's own check does. Keys out of order are damage (bbolt's searches
-// go wrong) but no danger to the walk, which goes on: salvage copies those
-// records too.
-func (w *walker) ordered(id uint64, i int, prev, k, lo, hi []byte) {
+// ordered checks that key k (element i of count) follows prev and lies in
+// [lo, hi), as bbolt's own check does. Keys out of order are damage (bbolt's
+// searches go wrong) but no danger to the walk, which goes on: salvage
+// copies those records too. Only the first key is compared with lo and the
+// last with hi: keys that rise from one to the other all lie between, and
+// a key that does not rise is reported as out of order. That is a third of
+// the comparisons, the largest part of the walk at every start.
+func (w *walker) ordered(id uint64, i, count int, prev, k, lo, hi []byte) {
 	switch {
 	case prev != nil && bytes.Compare(prev, k) >= 0:
 		w.problem("page %d: keys out of order at element %d", id, i)
-	case lo != nil && bytes.Compare(k, lo) < 0, hi != nil && bytes.Compare(k, hi) >= 0:
+	case i == 0 && lo != nil && bytes.Compare(k, lo) < 0, i == count-1 && hi != nil && bytes.Compare(k, hi) >= 0:
 		w.problem("page %d: element %d's key lies outside its parent's range", id, i)
 	}
 }

@@ -42,6 +42,7 @@ func main() {
 	only := flag.String("only", "", `run one measure alone: "start" (a fresh start, the load's turns so the database has its size, then the alternating restarts) or "channels" (the gateway with every chat channel and MQTT)`)
 	flag.DurationVar(&longIdle, "longidle", 150*time.Second, "how long the every-channel measure goes on reading the RSS after its trimmed reading (it reports the mean and the largest)")
 	flag.StringVar(&diagDir, "diag", "", "directory to write, at each warm reading, the gateway's smaps, status and resident pages of its binary (for attribution)")
+	flag.BoolVar(&keepHome, "keephome", false, "keep the gateway's home (its database after the load's turns) and print its path, for timing starts by hand")
 	tput := flag.Int("throughput", 0, "measure only c=16 throughput and CPU per turn of the floor and perch, this many rounds")
 	flag.Parse()
 	var err error
@@ -245,6 +246,9 @@ type bench struct {
 	client               *http.Client
 }
 
+// keepHome leaves the bench's home in place at the end (-keephome).
+var keepHome bool
+
 func setUp(bin, floorBin string) (*bench, func(), error) {
 	if err := writeBack(bin); err != nil {
 		return nil, nil, err
@@ -255,7 +259,14 @@ func setUp(bin, floorBin string) (*bench, func(), error) {
 		stopFake()
 		return nil, nil, err
 	}
-	done := func() { os.RemoveAll(home); stopFake() }
+	done := func() {
+		if keepHome {
+			fmt.Fprintf(os.Stderr, "load: home kept in %s\n", home)
+		} else {
+			os.RemoveAll(home)
+		}
+		stopFake()
+	}
 	if floorBin == "" {
 		if floorBin, err = buildFloor(home); err != nil {
 			done()
