@@ -42,6 +42,11 @@ func keyedLeaves(t *testing.T) (data []byte, pageSize int, leaves []int64) {
 	if data, err = os.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
+	// Pages freed by the splits while writing keep their old content;
+	// only the pages the newest tree reaches count.
+	metas, _ := readMetas(&fileBytes{data: data}, int64(len(data)))
+	w := newWalker(&fileBytes{data: data}, int64(len(data)), metas[0], &countVisitor{})
+	w.run()
 	first := map[int64]string{}
 	for off := int64(2 * pageSize); off+int64(pageSize) <= int64(len(data)); off += int64(pageSize) {
 		p := data[off : off+int64(pageSize)]
@@ -52,9 +57,7 @@ func keyedLeaves(t *testing.T) (data []byte, pageSize int, leaves []int64) {
 		if err != nil || !strings.HasPrefix(string(k), "k") {
 			continue
 		}
-		// Pages freed by the splits while writing keep their old
-		// content; only the pages of the newest tree count.
-		if !leafInTree(t, data, off/int64(pageSize)) {
+		if id := off / int64(pageSize); w.seen[id/64]&(1<<(id%64)) == 0 {
 			continue
 		}
 		first[off] = string(k)
@@ -65,15 +68,6 @@ func keyedLeaves(t *testing.T) (data []byte, pageSize int, leaves []int64) {
 		t.Fatalf("%d leaf pages; the test needs a leaf with neighbours on both sides", len(leaves))
 	}
 	return data, pageSize, leaves
-}
-
-// leafInTree reports whether the walk of the file reaches page id.
-func leafInTree(t *testing.T, data []byte, id int64) bool {
-	t.Helper()
-	metas, _ := readMetas(&fileBytes{data: data}, int64(len(data)))
-	w := newWalker(&fileBytes{data: data}, int64(len(data)), metas[0], &countVisitor{})
-	w.run()
-	return w.seen[id/64]&(1<<(id%64)) != 0
 }
 
 // TestWalkFindsKeysOutOfPlace: a key out of order in the middle of a page,
