@@ -167,6 +167,37 @@ func TestNoProvider(t *testing.T) {
 	}
 }
 
+// TestRunningCommandsAreNotWaiting: a chat command being answered is not a
+// turn waiting for its slot, so /status does not count itself ("1 waiting"
+// on an idle board) and /admin/status's queue depth stays 0 while a slow
+// command (/models asks the provider) runs.
+func TestRunningCommandsAreNotWaiting(t *testing.T) {
+	f := newFixture(t, nil)
+	rep, err := f.loop.Process(context.Background(), in("s", "/status"))
+	if err != nil || !strings.Contains(rep.Text, "0 turns running, 0 waiting") {
+		t.Fatalf("/status on an idle loop: %+v %v", rep, err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	f.loop.RegisterChatCommand(agent.ChatCommand{Name: "/slow", Help: "waits", Run: func(context.Context, bus.Inbound, string) (string, error) {
+		close(entered)
+		<-release
+		return "done", nil
+	}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.loop.Process(context.Background(), in("a", "/slow"))
+		done <- err
+	}()
+	<-entered
+	if st := f.loop.Stats(); st.QueueDepth != 0 || st.Running != 0 {
+		t.Errorf("stats while a command runs: %+v, want nothing waiting or running", st)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSessionTurnsAreSerialised: two concurrent turns on one session never
 // overlap; the second sees the first's reply in its history.
 func TestSessionTurnsAreSerialised(t *testing.T) {

@@ -67,9 +67,12 @@ type Loop struct {
 	prompt *promptBuilder
 
 	sem      chan struct{}
-	admitted atomic.Int64 // turns waiting or running
+	admitted atomic.Int64 // turns and commands waiting or running
 	running  atomic.Int64
-	turns    atomic.Uint64 // turns and commands begun, ever
+	// answering counts chat commands being answered: admitted, not
+	// waiting, and not turns at the model either.
+	answering atomic.Int64
+	turns     atomic.Uint64 // turns and commands begun, ever
 
 	locksMu sync.Mutex
 	locks   map[string]*sessionLock
@@ -280,7 +283,7 @@ func (l *Loop) Stats() Stats {
 	active := len(l.locks)
 	l.locksMu.Unlock()
 	run := int(l.running.Load())
-	q := int(l.admitted.Load()) - run
+	q := int(l.admitted.Load()) - run - int(l.answering.Load())
 	if q < 0 {
 		q = 0
 	}
@@ -354,7 +357,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 	l.noteRoute(in)
 
 	if isCmd {
-		out, err := cmd.Run(ctx, in, args)
+		out, err := l.runCommand(ctx, cmd, in, args)
 		if err != nil {
 			return nil, err
 		}
@@ -378,6 +381,13 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 		return nil, l.ctxErr(ctx, err)
 	}
 	return rep, nil
+}
+
+// runCommand runs a chat command, counted as being answered meanwhile.
+func (l *Loop) runCommand(ctx context.Context, cmd ChatCommand, in bus.Inbound, args string) (string, error) {
+	l.answering.Add(1)
+	defer l.answering.Add(-1)
+	return cmd.Run(ctx, in, args)
 }
 
 func (l *Loop) ctxErr(ctx context.Context, err error) error {
