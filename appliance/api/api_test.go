@@ -41,6 +41,27 @@ func TestJobJSON(t *testing.T) {
 	}
 }
 
+// TestJobSummary: the line `perch cron list` and /cron print. Both times
+// carry seconds and the zone, so the last run's time does not run into its
+// result ("09:57: echo: …" read as a cut-off time).
+func TestJobSummary(t *testing.T) {
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	time.Local = time.UTC
+	next := time.Date(2026, 11, 27, 9, 58, 0, 0, time.UTC)
+	last := time.Date(2026, 11, 27, 9, 57, 16, 0, time.UTC)
+	j := Job{ID: "ab12", JobSpec: JobSpec{Message: "water the plants", Schedule: Schedule{EverySeconds: i64(60)}}, Enabled: true,
+		NextRun: &next, LastRun: &last, LastResult: "watered\nsecond line"}
+	want := `ab12  enabled  every 1 minute  "water the plants", next at 2026-11-27 09:58:00 UTC, last ran 2026-11-27 09:57:16 UTC: watered`
+	if got := j.Summary(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	j.LastFailed, j.LastResult, j.NextRun = true, "exit status 2", nil
+	want = `ab12  enabled  every 1 minute  "water the plants", last run failed 2026-11-27 09:57:16 UTC: exit status 2`
+	if got := j.Summary(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
 // TestSpan: a duration in the largest unit it is a whole number of, as the
 // web page says it; Go's form only where no unit fits.
 func TestSpan(t *testing.T) {

@@ -103,7 +103,7 @@ func (j Job) Summary() string {
 		if j.LastFailed {
 			verb = "last run failed"
 		}
-		fmt.Fprintf(&sb, ", %s %s: %s", verb, j.LastRun.Local().Format("2006-01-02 15:04"), firstLine(j.LastResult))
+		fmt.Fprintf(&sb, ", %s %s: %s", verb, j.LastRun.Local().Format("2006-01-02 15:04:05 MST"), firstLine(j.LastResult))
 	}
 	return sb.String()
 }

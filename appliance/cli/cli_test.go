@@ -108,7 +108,7 @@ func TestCronFlagsAndDurations(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--message", "m"}, []string{"exactly one of --every, --at or --cron"}},
-		{[]string{"--message", "m", "--every", "5s"}, []string{"--every must be at least 10"}},
+		{[]string{"--message", "m", "--every", "5s"}, []string{"--every must be at least 10 seconds, got 5"}},
 		{[]string{"--message", "m", "--at", "soon"}, []string{`--at "soon"`, "10m"}},
 		{[]string{"--every", "1h"}, []string{"--message is empty"}},
 		{[]string{"--message", "m", "--at", "60", "--deliver"}, []string{"--deliver needs --channel and --to"}},

@@ -39,7 +39,7 @@ func Validate(spec api.JobSpec) error {
 	if s.EverySeconds != nil {
 		n++
 		if *s.EverySeconds < MinEvery {
-			errs = append(errs, fmt.Errorf("every_seconds must be at least %d, got %d", MinEvery, *s.EverySeconds))
+			errs = append(errs, fmt.Errorf("every_seconds must be at least %d seconds, got %d", MinEvery, *s.EverySeconds))
 		}
 	}
 	if s.CronExpr != "" {
