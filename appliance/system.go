@@ -286,7 +286,8 @@ func (s *System) BuildGateway() error {
 			return systemd.UnitStatus(ctx, systemd.UnitName)
 		},
 		Logs: func(ctx context.Context) (string, error) {
-			return systemd.Logs(ctx, systemd.UnitName, systemd.DefaultLogEntries)
+			out, err := systemd.Logs(ctx, systemd.UnitName, systemd.DefaultLogEntries)
+			return offSystemdNote(os.LookupEnv) + out, err
 		},
 	})
 	// systemd restarts a gateway whose store stops answering.
@@ -295,7 +296,7 @@ func (s *System) BuildGateway() error {
 	s.registerChannelsAPI()
 	s.connectPage()
 	page := web.Register(s.HTTP, web.Deps{Setup: pageSetup{s}, Log: s.Log, Token: cfg.Gateway.APIToken.Value,
-		CodeWhere: web.CodeWhere(os.LookupEnv), OnSetup: s.Web.RefreshStatus})
+		CodeWhere: web.CodeWhere(os.LookupEnv, os.Stderr), OnSetup: s.Web.RefreshStatus})
 	s.SetupCode = page.SetupCode()
 	if s.Listener != nil {
 		s.HTTP.ListenOn(s.Listener)
@@ -501,6 +502,17 @@ func (s *System) Stop(ctx context.Context) error {
 	}
 	note("store", s.Store.Close())
 	return errors.Join(errs...)
+}
+
+// offSystemdNote heads /admin/logs for a gateway systemd did not start
+// (`make run`, `perch gateway` in a terminal): the journal then holds only
+// what perch.service logged, if anything, and this gateway's own log is on
+// its standard error.
+func offSystemdNote(lookup func(string) (string, bool)) string {
+	if systemd.LogsToJournal(lookup, os.Stderr) {
+		return ""
+	}
+	return "This gateway's log does not go to the journal (systemd did not start it): it is on the gateway's standard error, the terminal it runs in. Below is what the journal holds for " + systemd.UnitName + ".\n"
 }
 
 func (s *System) statusExtra(_ context.Context, out map[string]any) {

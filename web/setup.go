@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/gateway"
 	"github.com/perchhq/perch/appliance/gateway/attempts"
+	"github.com/perchhq/perch/systemd"
 )
 
 // SetupRequest is the body of POST /setup.
@@ -244,14 +246,14 @@ func (h *setupHandler) info(w http.ResponseWriter, r *http.Request) {
 }
 
 // CodeWhere says where the setup code is printed, from how the gateway
-// was started (lookup reads the environment): under systemd (which sets
-// INVOCATION_ID and JOURNAL_STREAM) its log is the journal; under make
-// (MAKELEVEL), the terminal of `make run`; otherwise the terminal where
-// `perch gateway` runs.
-func CodeWhere(lookup func(string) (string, bool)) string {
+// was started (lookup reads the environment, stderr is the gateway's
+// standard error): when stderr is the stream systemd connected to the
+// journal, the journal; under make (MAKELEVEL), the terminal of `make run`;
+// otherwise the terminal where `perch gateway` runs.
+func CodeWhere(lookup func(string) (string, bool), stderr *os.File) string {
 	has := func(k string) bool { v, ok := lookup(k); return ok && v != "" }
 	switch {
-	case has("INVOCATION_ID") || has("JOURNAL_STREAM"):
+	case systemd.LogsToJournal(lookup, stderr):
 		return "in the journal (journalctl -u perch | grep setup_code)"
 	case has("MAKELEVEL"):
 		return `in the terminal where "make run" runs`

@@ -3,10 +3,14 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/perchhq/perch/appliance/gateway"
@@ -23,17 +27,32 @@ func TestCodeWhereFollowsHowPerchRuns(t *testing.T) {
 			return "", false
 		}
 	}
+	// The gateway's standard error: systemd names the journal's stream by
+	// its device and inode.
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(stderr.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	journal := fmt.Sprintf("%d:%d", st.Dev, st.Ino)
 	for _, tc := range []struct {
 		name string
 		env  func(string) (string, bool)
 		want string
 	}{
-		{"systemd", env("INVOCATION_ID", "4f1c", "JOURNAL_STREAM", "8:1234"), "in the journal (journalctl -u perch | grep setup_code)"},
-		{"journal only", env("JOURNAL_STREAM", "8:1234"), "in the journal"},
+		{"systemd", env("INVOCATION_ID", "4f1c", "JOURNAL_STREAM", journal), "in the journal (journalctl -u perch | grep setup_code)"},
+		{"journal only", env("JOURNAL_STREAM", journal), "in the journal"},
+		// A terminal that runs as a user service hands JOURNAL_STREAM to
+		// its shells, whose output is the terminal.
+		{"inherited from a service", env("INVOCATION_ID", "4f1c", "JOURNAL_STREAM", "8:1234"), `in the terminal where "perch gateway" runs`},
 		{"make run", env("MAKELEVEL", "1"), `in the terminal where "make run" runs`},
 		{"a shell", env(), `in the terminal where "perch gateway" runs`},
 	} {
-		if got := CodeWhere(tc.env); !strings.HasPrefix(got, tc.want) {
+		if got := CodeWhere(tc.env, stderr); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}

@@ -414,6 +414,11 @@ func TestHTTPErrors(t *testing.T) {
 			t.Errorf("%s: HTTP %d %v", p, status, body)
 		}
 	}
+	// Started here, not by systemd: the log says where this gateway's own
+	// lines are before whatever the journal holds for the unit.
+	if _, body := g.Do("GET", "/admin/logs", nil); !strings.HasPrefix(fmt.Sprint(body["output"]), "This gateway's log does not go to the journal") {
+		t.Errorf("/admin/logs off systemd: %v", body)
+	}
 }
 
 func TestCLI(t *testing.T) {

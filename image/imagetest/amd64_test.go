@@ -370,7 +370,7 @@ func TestAmd64Image(t *testing.T) {
 			t.Errorf("/admin/service %d: %s", code, body)
 		}
 		code, body, _ = httpDo("GET", v.url("/admin/logs"), testToken, nil)
-		if code != 200 || !strings.Contains(string(body), "perch gateway ready") {
+		if code != 200 || !strings.Contains(string(body), "perch gateway ready") || strings.Contains(string(body), "does not go to the journal") {
 			t.Errorf("/admin/logs %d: %.500s", code, body)
 		}
 
