@@ -512,7 +512,7 @@ func offSystemdNote(lookup func(string) (string, bool)) string {
 	if systemd.LogsToJournal(lookup, os.Stderr) {
 		return ""
 	}
-	return "This gateway's log does not go to the journal (systemd did not start it): it is on the gateway's standard error, the terminal it runs in. Below is what the journal holds for " + systemd.UnitName + ".\n"
+	return "This gateway's log does not go to the journal (systemd did not start it) but to its standard error: its terminal, unless redirected. Below is what the journal holds for " + systemd.UnitName + ".\n"
 }
 
 func (s *System) statusExtra(_ context.Context, out map[string]any) {
