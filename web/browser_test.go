@@ -65,6 +65,10 @@ func browserWith(t *testing.T, tolerate func(*log.Entry) bool, flags ...chromedp
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium makes its singleton socket's directory under TMPDIR and,
+		// killed at the end of a test, never removes it: /tmp gained one
+		// per browser, ~30 a run.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.WindowSize(1200, 800),
 	}, flags...)...)
 	ctx, cancel := chromedp.NewContext(actx)
