@@ -358,6 +358,14 @@ func TestBrowserDashboard(t *testing.T) {
 			if !regexp.MustCompile(`Up for(\d+ seconds?|\d+ min)Language model`).MatchString(txt) {
 				t.Errorf("the uptime does not read in words: %q", txt)
 			}
+			// The database's size reads the same in its readiness check and
+			// in the figures (both in KiB, as perch status gives it).
+			if m := regexp.MustCompile(`\d+ sessions, (\d+ KiB)`).FindStringSubmatch(txt); m == nil || !strings.Contains(txt, "Database"+m[1]) {
+				t.Errorf("the database's size reads two ways: %q", txt)
+			}
+			if !regexp.MustCompile(`Memory[\d.]+ MiB in use \([\d.]+ MiB heap\)`).MatchString(txt) {
+				t.Errorf("memory: %q", txt)
+			}
 			step(t, ctx, "show the logs", chromedp.Click(chromedp.ID("show-logs")))
 			waitFor(t, ctx, "the logs' answer", `!document.getElementById('service-out').hidden && !document.getElementById('service-out').textContent.startsWith('Loading')`)
 			if w == 360 {

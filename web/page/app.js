@@ -900,10 +900,13 @@
     else if (/No language model/.test($('notice-text').textContent)) notice('');
   }
 
-  function mb(n) {
-    if (n >= 1e9) return (n / 1e9).toFixed(1) + ' GB';
-    if (n >= 1e6) return (n / 1e6).toFixed(n >= 1e7 ? 0 : 1) + ' MB';
-    return Math.max(1, Math.round(n / 1e3)) + ' kB';
+  // Sizes in powers of 1024, as the gateway's own messages, perch status
+  // and df -h give them: the database is "64 KiB" in its readiness check and
+  // in the figures alike.
+  function size(n) {
+    if (n >= 1024 ** 3) return (n / 1024 ** 3).toFixed(1) + ' GiB';
+    if (n >= 1024 ** 2) return (n / 1024 ** 2).toFixed(n >= 10 * 1024 ** 2 ? 0 : 1) + ' MiB';
+    return Math.max(1, Math.round(n / 1024)) + ' KiB';
   }
   function applyStatus(st, fromStream) {
     if (fromStream) streamed = true;
@@ -916,9 +919,9 @@
     add('Version', st.version);
     add('Up for', st.uptime_seconds !== undefined ? upFor(st.uptime_seconds) : st.uptime);
     add('Language model', st.model ? st.provider + ', ' + st.model : 'none connected');
-    add('Memory', st.memory_mb + ' MB in use (' + st.heap_mb + ' MB heap)');
-    if (st.disk) add('Disk', mb(st.disk.free_bytes) + ' free of ' + mb(st.disk.total_bytes) + ' (' + st.disk.path + ')');
-    add('Database', mb(st.database_bytes || 0));
+    add('Memory', st.memory_mb + ' MiB in use (' + st.heap_mb + ' MiB heap)');
+    if (st.disk) add('Disk', size(st.disk.free_bytes) + ' free of ' + size(st.disk.total_bytes) + ' (' + st.disk.path + ')');
+    add('Database', size(st.database_bytes || 0));
     if (st.sample_seconds) add('Sensor samples', 'every ' + span(st.sample_seconds));
     if (st.mqtt) add('MQTT', [st.mqtt.state || (st.mqtt.connected ? 'connected' : 'not connected'), st.mqtt.broker].filter(Boolean).join(' · '));
     add('Pages open', String(st.pages));
