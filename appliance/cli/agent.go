@@ -16,8 +16,9 @@ import (
 
 func agentCommand() *Command {
 	var (
-		message, session string
-		debug            bool
+		message setString
+		session string
+		debug   bool
 	)
 	return &Command{
 		Name:     "agent",
@@ -27,13 +28,16 @@ func agentCommand() *Command {
 its API, since the gateway holds the database; otherwise the agent runs in this process. Type /help
 for the chat commands, exit or Ctrl-D to leave.`,
 		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&message, "m", "", "send one `message`, print the reply and exit")
+			fs.Var(&message, "m", "send one `message`, print the reply and exit")
 			fs.StringVar(&session, "s", "cli:default", "the session `key`: its history is the conversation")
 			fs.BoolVar(&debug, "debug", false, "log tool and provider calls")
 		},
 		Run: func(ctx context.Context, e *Env, args []string) error {
 			if len(args) > 0 {
 				return usageError("agent", "unexpected argument %q (quote the message: perch agent -m \"...\")", args[0])
+			}
+			if message.set && strings.TrimSpace(message.v) == "" {
+				return usageError("agent", "-m is empty: give the message to send (perch agent -m \"hello\"), or leave -m out to talk interactively")
 			}
 			cfg, err := e.loadConfig()
 			if err != nil {
@@ -62,8 +66,8 @@ for the chat commands, exit or Ctrl-D to leave.`,
 				defer closeFn()
 				ask = func(ctx context.Context, text string) (string, error) { return local(ctx, session, text) }
 			}
-			if message != "" {
-				out, err := ask(ctx, message)
+			if message.set {
+				out, err := ask(ctx, message.v)
 				if err != nil {
 					return err
 				}
@@ -99,3 +103,13 @@ for the chat commands, exit or Ctrl-D to leave.`,
 		},
 	}
 }
+
+// setString is a string flag that knows whether it was given, so an empty
+// -m is told apart from no -m.
+type setString struct {
+	v   string
+	set bool
+}
+
+func (s *setString) Set(v string) error { s.v, s.set = v, true; return nil }
+func (s *setString) String() string     { return s.v }

@@ -196,6 +196,24 @@ func TestLocalAgentIsQuiet(t *testing.T) {
 	}
 }
 
+// TestAgentEmptyMessage: -m with nothing in it (a script's empty variable)
+// is refused, instead of opening the interactive prompt and waiting for a
+// terminal that is not there.
+func TestAgentEmptyMessage(t *testing.T) {
+	home(t)
+	asked := false
+	rt := Runtime{Agent: func(context.Context, *config.Config, *slog.Logger) (func(context.Context, string, string) (string, error), func() error, error) {
+		return func(context.Context, string, string) (string, error) { asked = true; return "", nil }, func() error { return nil }, nil
+	}}
+	for _, m := range []string{"", "  \n"} {
+		var out, errOut strings.Builder
+		code := Run(context.Background(), &Env{Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &errOut, Runtime: rt}, []string{"agent", "-m", m})
+		if code != 1 || !strings.Contains(errOut.String(), "-m is empty") || out.String() != "" || asked {
+			t.Errorf("-m %q: exit %d, stdout %q, stderr %q, asked %v", m, code, out.String(), errOut.String(), asked)
+		}
+	}
+}
+
 // TestManAndCompletionFromTheDefinitions: both name every visible command
 // and its flags.
 func TestManAndCompletionFromTheDefinitions(t *testing.T) {
