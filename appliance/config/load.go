@@ -123,7 +123,7 @@ func decode(data []byte, cfg *Config) error {
 		if errors.As(err, &te) {
 			// "not 80.5" rather than "not number 80.5"; "not string".
 			got := strings.TrimPrefix(te.Value, "number ")
-			return fmt.Errorf("key %q must be %s, not %s", te.Field, kindName(te.Type), got)
+			return fmt.Errorf("key %q must be %s, not %s", te.Field, KindName(te.Type), got)
 		}
 		// The file is valid JSON here: a value of no accepted form, such
 		// as a sensors value that is neither a list nor an object.
@@ -152,7 +152,10 @@ func position(data []byte, off int64) string {
 	return fmt.Sprintf("line %d, column %d", line, col)
 }
 
-func kindName(t reflect.Type) string {
+// KindName says in JSON's words what a value of Go type t must be ("a
+// whole number", "an object"), for errors about JSON a person wrote: the
+// config file, and the bodies the HTTP API reads.
+func KindName(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Bool:
 		return "true or false"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -338,20 +339,58 @@ func WriteError(w http.ResponseWriter, status int, msg string) {
 }
 
 // DecodeJSON reads a JSON body into v, answering 413 or 400 itself and
-// returning false when it did.
+// returning false when it did. A 400 names the field and the type it needs
+// in JSON's words, never the Go types behind them.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
+		if errors.As(err, &mbe) {
 			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over %d bytes", MaxBody))
-		default:
-			WriteError(w, http.StatusBadRequest, "malformed JSON body: "+err.Error())
+		} else {
+			WriteError(w, http.StatusBadRequest, bodyError(err))
 		}
 		return false
 	}
 	return true
+}
+
+// bodyError says what is wrong with a JSON body json.Decoder refused.
+func bodyError(err error) string {
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Sprintf("%q must be %s, not %s", te.Field, config.KindName(te.Type), jsonValue(te.Value))
+	case errors.As(err, &te):
+		return fmt.Sprintf("the body must be %s, not %s", config.KindName(te.Type), jsonValue(te.Value))
+	case errors.Is(err, io.EOF):
+		return "the body is empty; send a JSON object ({...})"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON body: it ends early (a missing } or ])"
+	}
+	return "malformed JSON body: " + err.Error()
+}
+
+// jsonValue names the kind of JSON value json.UnmarshalTypeError saw
+// ("number", "number 1.5", "string", "array", "object", "bool").
+func jsonValue(v string) string {
+	kind, literal, _ := strings.Cut(v, " ")
+	switch kind {
+	case "number":
+		if literal != "" {
+			return literal
+		}
+		return "a number"
+	case "string":
+		return "a string"
+	case "array":
+		return "an array"
+	case "object":
+		return "an object"
+	case "bool":
+		return "true or false"
+	}
+	return v
 }
 
 // FormatUptime renders d as "<h>h<m>m<s>s".

@@ -214,8 +214,9 @@ func TestDecodeJSON(t *testing.T) {
 		{"object", `{"a":1}`, 200, ""},
 		{"malformed", `{"a":`, 400, "malformed JSON"},
 		{"not JSON", `hello`, 400, "malformed JSON"},
-		{"empty body", ``, 400, "malformed JSON"},
-		{"wrong type", `[1,2]`, 400, "malformed JSON"},
+		{"empty body", ``, 400, "the body is empty; send a JSON object"},
+		{"ends early", `{"a":[1,`, 400, "malformed JSON body: it ends early (a missing } or ])"},
+		{"wrong type", `[1,2]`, 400, "the body must be an object, not an array"},
 		{"just under the cap", `{"a":"` + strings.Repeat("x", MaxBody-10) + `"}`, 200, ""},
 		{"over the cap", `{"a":"` + strings.Repeat("x", MaxBody) + `"}`, 413, "1048576"},
 	}
@@ -229,6 +230,43 @@ func TestDecodeJSON(t *testing.T) {
 				t.Errorf("error %q does not mention %q", body["error"], tt.substr)
 			}
 		})
+	}
+}
+
+// TestDecodeJSONNamesTheField: a value of the wrong type is reported by its
+// field's path and JSON's words, not Go's ("cannot unmarshal number into Go
+// struct field ChatRequest.message of type string").
+func TestDecodeJSONNamesTheField(t *testing.T) {
+	type body struct {
+		Message  string `json:"message"`
+		Schedule struct {
+			Every int64 `json:"every_seconds"`
+		} `json:"schedule"`
+		Tags []string `json:"tags"`
+		On   bool     `json:"on"`
+	}
+	for _, tt := range []struct{ body, want string }{
+		{`{"message":123}`, `"message" must be a string, not a number`},
+		{`{"schedule":{"every_seconds":"60"}}`, `"schedule.every_seconds" must be a whole number, not a string`},
+		{`{"schedule":{"every_seconds":1.5}}`, `"schedule.every_seconds" must be a whole number, not 1.5`},
+		{`{"schedule":[]}`, `"schedule" must be an object, not an array`},
+		{`{"tags":"a"}`, `"tags" must be an array, not a string`},
+		{`{"on":"yes"}`, `"on" must be true or false, not a string`},
+		{`"hello"`, `the body must be an object, not a string`},
+	} {
+		w := httptest.NewRecorder()
+		var v body
+		if DecodeJSON(w, httptest.NewRequest("POST", "/", strings.NewReader(tt.body)), &v) {
+			t.Errorf("%s: accepted", tt.body)
+			continue
+		}
+		var got map[string]string
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 400 || got["error"] != tt.want {
+			t.Errorf("%s: %d %s, want 400 %q", tt.body, w.Code, w.Body.Bytes(), tt.want)
+		}
+		if strings.Contains(w.Body.String(), "Go ") {
+			t.Errorf("%s: %s names a Go type", tt.body, w.Body.Bytes())
+		}
 	}
 }
 
