@@ -20,7 +20,7 @@ import (
 )
 
 // RunGateway builds the gateway from cfg, starts it, serves until ctx ends
-// (SIGINT, SIGTERM) and stops it cleanly. banner, when set, receives the
+// (SIGINT, SIGTERM, SIGHUP) and stops it cleanly. banner, when set, receives the
 // lines a person needs: the URL and the API token. An error means start-up
 // failed, or the HTTP server failed while running (exit 1 either way, so
 // systemd restarts it).

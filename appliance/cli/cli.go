@@ -94,12 +94,26 @@ func lookup(name string) *Command {
 }
 
 // Main runs the command line args (without the program name) and returns
-// the process's exit code. SIGINT and SIGTERM cancel the command's context.
+// the process's exit code. SIGINT, SIGTERM and SIGHUP cancel the command's
+// context.
 func Main(args []string, rt Runtime) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	defer stop()
 	e := &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Runtime: rt}
 	return Run(ctx, e, args)
+}
+
+// stopSignals are the signals that stop a command cleanly. SIGHUP is one:
+// when the terminal or SSH session that started `perch gateway` goes away,
+// the gateway stops as it does for SIGTERM (turns finished, the database
+// closed cleanly) instead of dying where it stands. A command started
+// ignoring SIGHUP (nohup) asked to outlive its terminal, and does.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
 
 // Run runs args with e and returns the exit code: 0 on success, 1 on any

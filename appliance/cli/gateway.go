@@ -15,9 +15,10 @@ func gatewayCommand() *Command {
 		Name:     "gateway",
 		Synopsis: "[--debug]",
 		Summary:  "run the gateway: HTTP API, web page, chat channels, cron",
-		Help: `Runs until interrupted (SIGINT or SIGTERM), then stops cleanly and exits 0. It exits 1 when it cannot
-start: a config error, a provider that cannot be created, a channel whose credential the platform
-rejects, or a busy port; the one line on stderr names the key to fix.
+		Help: `Runs until interrupted (SIGINT, SIGTERM, or SIGHUP when its terminal goes away; run it under nohup to
+keep it past that), then stops cleanly and exits 0. It exits 1 when it cannot start: a config error, a
+provider that cannot be created, a channel whose credential the platform rejects, or a busy port; the
+one line on stderr names the key to fix.
 
 Without a provider key the gateway still starts: offline chat commands work, /ready says what to set,
 and the web page offers first-run setup with the one-time code printed at start.`,

@@ -94,7 +94,9 @@ func TestHistorySurvivesRestart(t *testing.T) {
 }
 
 func TestSignalsExitZero(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	// SIGHUP: the terminal or SSH session the gateway was started from
+	// went away.
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			h := NewHome(t, nil)
 			g := h.Start()
@@ -105,7 +107,28 @@ func TestSignalsExitZero(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(h.Dir, "perch.pid")); !os.IsNotExist(err) {
 				t.Error("pid file left after a clean stop")
 			}
+			// The database was closed: the next start is not an unclean one.
+			if _, err := os.Stat(filepath.Join(h.Dir, "perch.db.open")); !os.IsNotExist(err) {
+				t.Error("the database's open marker left after a clean stop")
+			}
 		})
+	}
+}
+
+// TestHangupIgnoredUnderNohup: a gateway started ignoring SIGHUP (nohup
+// perch gateway &) outlives its terminal.
+func TestHangupIgnoredUnderNohup(t *testing.T) {
+	h := NewHome(t, nil)
+	h.IgnoreHUP = true
+	g := h.Start()
+	g.Signal(syscall.SIGHUP)
+	time.Sleep(300 * time.Millisecond)
+	if status, _ := g.Do("GET", "/health", nil); status != 200 {
+		t.Fatalf("after SIGHUP under nohup: /health %d, want the gateway still running", status)
+	}
+	g.Signal(syscall.SIGTERM)
+	if code := g.Wait(15 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
 	}
 }
 

@@ -50,6 +50,8 @@ type Home struct {
 	t    *testing.T
 	Dir  string
 	Fake *providertest.Server
+	// IgnoreHUP starts the gateway with SIGHUP ignored, as nohup does.
+	IgnoreHUP bool
 }
 
 // NewHome makes a config dir whose config points the aggregator at a fresh
@@ -145,6 +147,11 @@ func (h *Home) StartNoWait(args ...string) *Gateway {
 	os.Remove(filepath.Join(h.Dir, "perch.pid"))
 	g := &Gateway{t: h.t, Home: h, Token: "test-token", done: make(chan struct{})}
 	g.Cmd = exec.Command(perchBin, append([]string{"gateway"}, args...)...)
+	if h.IgnoreHUP {
+		// The shell ignores SIGHUP and execs the gateway in its place,
+		// which inherits the ignored disposition, as under nohup.
+		g.Cmd = exec.Command("sh", append([]string{"-c", `trap "" HUP; exec "$0" "$@"`, perchBin, "gateway"}, args...)...)
+	}
 	g.Cmd.Env = h.Env()
 	g.Cmd.Stdout = io.Discard
 	g.Cmd.Stderr = lockedWriter{&g.mu, &g.stderr}
