@@ -68,7 +68,7 @@ func browserWith(t *testing.T, tolerate func(*log.Entry) bool, flags ...chromedp
 		// Chromium makes its singleton socket's directory under TMPDIR and,
 		// killed at the end of a test, never removes it: /tmp gained one
 		// per browser, ~30 a run.
-		chromedp.Env("TMPDIR="+t.TempDir()),
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.WindowSize(1200, 800),
 	}, flags...)...)
 	ctx, cancel := chromedp.NewContext(actx)
