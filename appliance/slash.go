@@ -71,10 +71,7 @@ func (s *System) modelsCommand(ctx context.Context, _ bus.Inbound, filter string
 	}
 	var sb strings.Builder
 	n := 0
-	for _, m := range models {
-		if filter != "" && !strings.Contains(strings.ToLower(m.ID), strings.ToLower(filter)) {
-			continue
-		}
+	for _, m := range provider.MatchModels(models, filter) {
 		if n == 50 {
 			sb.WriteString("… (narrow it down: /models <filter>)\n")
 			break

@@ -17,16 +17,21 @@ func modelsCommand() *Command {
 	)
 	return &Command{
 		Name:     "models",
-		Synopsis: "[--provider NAME] [--json]",
+		Synopsis: "[FILTER] [--provider NAME] [--json]",
 		Summary:  "list the provider's models, with pricing where it gives one",
-		Help:     `Asks GET {api_base}/models of the configured provider (or --provider).`,
+		Help: `Asks GET {api_base}/models of the configured provider (or --provider). With FILTER, only the models
+whose id contains it (ignoring case), as the chat's /models FILTER does: perch models claude.`,
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&name, "provider", "", "list this `provider`'s models instead of the configured one's")
 			fs.BoolVar(&asJSON, "json", false, "print JSON")
 		},
 		Run: func(ctx context.Context, e *Env, args []string) error {
-			if len(args) > 0 {
-				return usageError("models", "unexpected argument %q", args[0])
+			if len(args) > 1 {
+				return usageError("models", "unexpected argument %q (one FILTER at most)", args[1])
+			}
+			filter := ""
+			if len(args) == 1 {
+				filter = args[0]
 			}
 			cfg, err := e.loadConfig()
 			if err != nil {
@@ -46,10 +51,11 @@ func modelsCommand() *Command {
 			if err != nil {
 				return err
 			}
-			models, err := cl.Models(ctx)
+			all, err := cl.Models(ctx)
 			if err != nil {
 				return err
 			}
+			models := provider.MatchModels(all, filter)
 			if asJSON {
 				enc := json.NewEncoder(e.Stdout)
 				enc.SetIndent("", "  ")
@@ -66,8 +72,11 @@ func modelsCommand() *Command {
 					fmt.Fprintf(w, "%s\n", m.ID)
 				}
 			}
-			if len(models) == 0 {
+			switch {
+			case len(all) == 0:
 				fmt.Fprintf(w, "%s lists no models\n", cl.Name())
+			case len(models) == 0:
+				fmt.Fprintf(w, "%s lists no models matching %q (of %d)\n", cl.Name(), filter, len(all))
 			}
 			return w.Flush()
 		},

@@ -8,7 +8,24 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 )
+
+// MatchModels returns the models whose id contains filter, ignoring case;
+// all of them when filter is empty.
+func MatchModels(models []Model, filter string) []Model {
+	if filter == "" {
+		return models
+	}
+	f := strings.ToLower(filter)
+	var out []Model
+	for _, m := range models {
+		if strings.Contains(strings.ToLower(m.ID), f) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
 
 // Model is one entry of the provider's model list.
 type Model struct {

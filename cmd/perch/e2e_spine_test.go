@@ -444,6 +444,37 @@ func TestHTTPErrors(t *testing.T) {
 	}
 }
 
+// TestModels: perch models lists the provider's models with their prices,
+// and a FILTER narrows them as the chat's /models FILTER does.
+func TestModels(t *testing.T) {
+	h := NewHome(t, nil)
+	h.Fake.Models = []map[string]any{
+		{"id": "openai/gpt-4o-mini", "pricing": map[string]any{"prompt": "0.00000015", "completion": "0.0000006"}},
+		{"id": "anthropic/claude-3.5-sonnet"},
+		{"id": "openai/GPT-4.1"},
+	}
+	out, errOut, code := h.Run("models")
+	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, "prompt 0.00000015") {
+		t.Fatalf("models: %d %q %q", code, out, errOut)
+	}
+	out, _, code = h.Run("models", "gpt")
+	if code != 0 || !strings.Contains(out, "openai/gpt-4o-mini") || !strings.Contains(out, "openai/GPT-4.1") || strings.Contains(out, "claude") {
+		t.Errorf("models gpt: %d %q", code, out)
+	}
+	out, _, code = h.Run("models", "--json", "claude")
+	var list []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0]["id"] != "anthropic/claude-3.5-sonnet" {
+		t.Errorf("models --json claude: %d %q", code, out)
+	}
+	out, _, code = h.Run("models", "llama")
+	if code != 0 || !strings.Contains(out, `lists no models matching "llama" (of 3)`) {
+		t.Errorf("models llama: %d %q", code, out)
+	}
+	if _, errOut, code := h.Run("models", "a", "b"); code != 1 || !strings.Contains(errOut, `unexpected argument "b"`) {
+		t.Errorf("two filters: %d %q", code, errOut)
+	}
+}
+
 func TestCLI(t *testing.T) {
 	h := NewHome(t, nil)
 	out, _, code := h.Run("version")
