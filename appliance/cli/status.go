@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -87,8 +89,14 @@ func channelsLine(cfg *config.Config) string {
 func gatewayState(ctx context.Context, cfg *config.Config) string {
 	if c, err := client.Find(ctx, cfg.PIDPath(), cfg.Gateway.APIToken.Value()); err == nil {
 		_, ready, err := c.Ready(ctx)
+		var se *client.StatusError
 		state := "ready"
-		if err != nil || !ready {
+		switch {
+		case errors.As(err, &se) && se.Status == http.StatusUnauthorized:
+			state = "but it refuses this config's gateway.api_token (changed since it started? restart it)"
+		case err != nil:
+			state = "not answering /ready: " + err.Error()
+		case !ready:
 			state = "not ready"
 		}
 		return fmt.Sprintf("running (pid %d) at %s, %s", c.PID, c.Base(), state)

@@ -444,6 +444,32 @@ func TestHTTPErrors(t *testing.T) {
 	}
 }
 
+// TestTokenChangedUnderARunningGateway: the config's api_token changed
+// after the gateway started; the CLI says so and what to do, where it said
+// "not ready" and the gateway's hint for HTTP clients.
+func TestTokenChangedUnderARunningGateway(t *testing.T) {
+	h := NewHome(t, nil)
+	g := h.Start()
+	path := filepath.Join(h.Dir, "config.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, bytes.Replace(data, []byte(`"test-token"`), []byte(`"a-new-token-of-32-characters-xx"`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := h.Run("status")
+	if code != 0 || !strings.Contains(out, "refuses this config's gateway.api_token") {
+		t.Errorf("status: %d %q", code, out)
+	}
+	_, errOut, code := h.Run("cron", "list")
+	if code != 1 || !strings.Contains(errOut, "refused this config's gateway.api_token") || !strings.Contains(errOut, "restart the gateway") {
+		t.Errorf("cron list: %d %q", code, errOut)
+	}
+	g.Signal(syscall.SIGTERM)
+	g.Wait(15 * time.Second)
+}
+
 // TestModels: perch models lists the provider's models with their prices,
 // and a FILTER narrows them as the chat's /models FILTER does.
 func TestModels(t *testing.T) {

@@ -197,6 +197,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		if json.Unmarshal(data, &e) == nil {
 			se.Message = e.Error
 		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			// The gateway's own words are for HTTP clients ("send
+			// Authorization: Bearer …"); the CLI sent the config's token,
+			// so the two disagree: the config changed after the gateway
+			// started, or the CLI reads another config.
+			se.Message = "refused this config's gateway.api_token: if it changed after the gateway at " + c.base +
+				" started, restart the gateway (sudo systemctl restart perch) so both use the same one"
+		}
 		json.Unmarshal(data, &se.body)
 		return se
 	}

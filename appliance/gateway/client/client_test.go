@@ -252,9 +252,11 @@ func TestCalls(t *testing.T) {
 		t.Errorf("ApprovePairing of an unknown code: %v", err)
 	}
 
-	// A wrong token is the gateway's 401, not ErrNoJob.
+	// A wrong token is the gateway's 401, not ErrNoJob, and says what
+	// makes the CLI's token differ from the gateway's.
 	_, err = New(g.URL, "wrong").List(ctx)
-	if !errors.As(err, &se) || se.Status != 401 || errors.Is(err, api.ErrNoJob) {
+	if !errors.As(err, &se) || se.Status != 401 || errors.Is(err, api.ErrNoJob) ||
+		!strings.Contains(err.Error(), "refused this config's gateway.api_token") || !strings.Contains(err.Error(), "restart the gateway") {
 		t.Errorf("wrong token: %v", err)
 	}
 	for _, a := range g.auths {
