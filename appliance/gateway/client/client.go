@@ -203,7 +203,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 			// so the two disagree: the config changed after the gateway
 			// started, or the CLI reads another config.
 			se.Message = "refused this config's gateway.api_token: if it changed after the gateway at " + c.base +
-				" started, restart the gateway (sudo systemctl restart perch) so both use the same one"
+				" started, restart the gateway (sudo systemctl restart perch, or stop and start perch gateway) so both use the same one"
 		}
 		json.Unmarshal(data, &se.body)
 		return se
