@@ -387,7 +387,9 @@ trixie() {
   inroot "$root" groupadd --system i2c
   snapshot "$root" >"$t/trixie.before"
   inroot "$root" apt-get update -q
-  inroot "$root" apt-get install -y -q perch
+  inroot "$root" apt-get install -y -q perch | tee "$t/trixie-install.log"
+  grep -q "perch: next, open http://.*:8080/ .*journalctl -u perch | grep setup_code" "$t/trixie-install.log" \
+    || fail "the first install does not say what to do next"
   installed_checks "$root" "$v1"
 
   local reply
