@@ -31,6 +31,14 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+	if !cfg.Gateway.APIToken.IsSet() {
+		// Without a token the API trusts every process on this machine,
+		// and the commands the agent runs are processes on this machine:
+		// through it they could add jobs, read other sessions' replies or
+		// admit a chat sender. With one, they cannot read it.
+		log.Warn("gateway.api_token is empty: every process on this machine can use the API, the commands the agent runs included",
+			"fix", "set gateway.api_token (perch onboard makes one)")
+	}
 	start := time.Now()
 	// The socket first: a busy port is reported before the database is
 	// touched, and a client that connects while the gateway starts (a

@@ -444,6 +444,24 @@ func TestHTTPErrors(t *testing.T) {
 	}
 }
 
+// TestTokenlessGatewayWarns: without a token the API trusts every local
+// process, the agent's commands included; the log says so at start.
+func TestTokenlessGatewayWarns(t *testing.T) {
+	h := NewHome(t, func(cfg map[string]any) { delete(cfg["gateway"].(map[string]any), "api_token") })
+	g := h.Start()
+	if !strings.Contains(g.Stderr(), "gateway.api_token is empty: every process on this machine can use the API, the commands the agent runs included") {
+		t.Errorf("no warning:\n%s", g.Stderr())
+	}
+	g.Signal(syscall.SIGTERM)
+	g.Wait(15 * time.Second)
+
+	h = NewHome(t, nil)
+	g = h.Start()
+	if strings.Contains(g.Stderr(), "api_token is empty") {
+		t.Errorf("warned with a token:\n%s", g.Stderr())
+	}
+}
+
 // TestTokenChangedUnderARunningGateway: the config's api_token changed
 // after the gateway started; the CLI says so and what to do, where it said
 // "not ready" and the gateway's hint for HTTP clients.
