@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -56,11 +57,19 @@ func (s *System) runSandboxed(ctx context.Context, line string) (string, error) 
 		return "", err
 	}
 	out := strings.TrimSpace(res.Output)
+	// The output's first line says why, when there is one; a silent
+	// command leaves the reason alone ("…: " read as cut off).
+	failed := func(why string) error {
+		if l := firstLine(out); l != "" {
+			return fmt.Errorf("%s: %s", why, l)
+		}
+		return errors.New(why)
+	}
 	switch {
 	case res.TimedOut:
-		return "", fmt.Errorf("command timed out after %s (tools.exec.timeout_seconds): %s", res.Duration.Round(time.Second), firstLine(out))
+		return "", failed(fmt.Sprintf("command timed out after %s (tools.exec.timeout_seconds)", res.Duration.Round(time.Second)))
 	case res.ExitCode != 0:
-		return "", fmt.Errorf("command exited with status %d: %s", res.ExitCode, firstLine(out))
+		return "", failed(fmt.Sprintf("command exited with status %d", res.ExitCode))
 	}
 	return out, nil
 }

@@ -177,6 +177,9 @@ func TestRunJobCommand(t *testing.T) {
 		!strings.Contains(err.Error(), "status 3") || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("failing command: %v", err)
 	}
+	if _, err := sys.runJob(context.Background(), api.Job{ID: "j4b", JobSpec: api.JobSpec{Command: "exit 4"}}); err == nil || err.Error() != "command exited with status 4" {
+		t.Errorf("failing command without output: %v", err)
+	}
 	if _, err := sys.runJob(context.Background(), api.Job{ID: "j5", JobSpec: api.JobSpec{Command: "sudo reboot"}}); err == nil ||
 		!strings.Contains(err.Error(), "reboot") {
 		t.Errorf("blocked command: %v", err)
