@@ -394,10 +394,10 @@ func TestProxyIsUsed(t *testing.T) {
 func TestModelsAndImages(t *testing.T) {
 	fake := providertest.New()
 	defer fake.Close()
-	fake.Models = []map[string]any{
+	fake.SetModels([]map[string]any{
 		{"id": "openai/gpt-4o", "pricing": map[string]any{"prompt": "0.0000025", "completion": "0.00001"}},
 		{"id": "anthropic/claude"},
-	}
+	})
 	cl := newTestClient(t, fake, nil)
 	ms, err := cl.Models(context.Background())
 	if err != nil || len(ms) != 2 || ms[1].ID != "openai/gpt-4o" || ms[1].Pricing["prompt"] != "0.0000025" {

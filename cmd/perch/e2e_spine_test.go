@@ -492,11 +492,11 @@ func TestTokenChangedUnderARunningGateway(t *testing.T) {
 // and a FILTER narrows them as the chat's /models FILTER does.
 func TestModels(t *testing.T) {
 	h := NewHome(t, nil)
-	h.Fake.Models = []map[string]any{
+	h.Fake.SetModels([]map[string]any{
 		{"id": "openai/gpt-4o-mini", "pricing": map[string]any{"prompt": "0.00000015", "completion": "0.0000006"}},
 		{"id": "anthropic/claude-3.5-sonnet"},
 		{"id": "openai/GPT-4.1"},
-	}
+	})
 	out, errOut, code := h.Run("models")
 	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, "prompt 0.00000015") {
 		t.Fatalf("models: %d %q %q", code, out, errOut)

@@ -81,7 +81,8 @@ type Server struct {
 	// Default answers when the script is empty; nil echoes the last user
 	// message as "echo: <text>".
 	Default func(ChatRequest) Reply
-	// Models is what GET /models returns (data array entries).
+	// Models is what GET /models returns (data array entries); set it
+	// with SetModels once requests may be in flight.
 	Models []map[string]any
 	// Image is the base64 image POST /images/generations returns.
 	Image string
@@ -214,7 +215,9 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 401, "missing bearer token", "")
 		return
 	}
+	s.mu.Lock()
 	data := s.Models
+	s.mu.Unlock()
 	if data == nil {
 		data = []map[string]any{{"id": "test/model"}}
 	}
@@ -231,6 +234,15 @@ func (s *Server) images(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"created": 1, "data": []any{map[string]any{"b64_json": s.Image}}})
+}
+
+// SetModels sets what GET /models returns, also while the server runs (a
+// request from another process does not order the write before its read
+// for the race detector).
+func (s *Server) SetModels(models []map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Models = models
 }
 
 // LastUser returns the content of the last user message of req.
