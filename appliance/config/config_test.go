@@ -147,6 +147,24 @@ func TestLoadAbsentExplicitIsErrNoConfig(t *testing.T) {
 	}
 }
 
+// TestLoadHomeIsAFile: PERCH_HOME naming a file is said so, instead of
+// "open …/config.json: not a directory".
+func TestLoadHomeIsAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "home")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PERCH_HOME", file)
+	_, err := Load(Options{Env: noEnv})
+	if err == nil || err.Error() != "config: "+file+" is a file, not a directory: the config's directory (PERCH_HOME, ~/.perch or --config's) must be a directory (perch onboard creates it)" {
+		t.Errorf("PERCH_HOME a file: %v", err)
+	}
+	_, err = Load(Options{Path: filepath.Join(file, "config.json"), Env: noEnv})
+	if err == nil || !strings.Contains(err.Error(), file+" is a file, not a directory") {
+		t.Errorf("--config under a file: %v", err)
+	}
+}
+
 func TestEnvOverrides(t *testing.T) {
 	p := writeConfig(t, `{"gateway":{"port":9000},"providers":{"openai":{"api_key":"from-file"}}}`)
 	cfg, err := Load(Options{Path: p, Env: envMap(map[string]string{

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/perchhq/perch/drivers/sensor"
 )
@@ -60,6 +61,9 @@ func Load(opts Options) (*Config, error) {
 		// Defaults only; the caller says "run perch onboard".
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %s (create it with 'perch onboard' or fix --config)", ErrNoConfig, path)
+	case errors.Is(err, syscall.ENOTDIR):
+		// PERCH_HOME (or --config's directory) names a file.
+		return nil, fmt.Errorf("config: %s is a file, not a directory: the config's directory (PERCH_HOME, ~/.perch or --config's) must be a directory (perch onboard creates it)", filepath.Dir(path))
 	case err != nil:
 		return nil, fmt.Errorf("config: read %s: %w", path, err)
 	default:

@@ -346,7 +346,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over %d bytes", MaxBody))
+			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over %d bytes (1 MiB)", MaxBody))
 		} else {
 			WriteError(w, http.StatusBadRequest, bodyError(err))
 		}

@@ -218,7 +218,7 @@ func TestDecodeJSON(t *testing.T) {
 		{"ends early", `{"a":[1,`, 400, "malformed JSON body: it ends early (a missing } or ])"},
 		{"wrong type", `[1,2]`, 400, "the body must be an object, not an array"},
 		{"just under the cap", `{"a":"` + strings.Repeat("x", MaxBody-10) + `"}`, 200, ""},
-		{"over the cap", `{"a":"` + strings.Repeat("x", MaxBody) + `"}`, 413, "1048576"},
+		{"over the cap", `{"a":"` + strings.Repeat("x", MaxBody) + `"}`, 413, "request body is over 1048576 bytes (1 MiB)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
