@@ -3,22 +3,18 @@ package systemd
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"syscall"
 	"testing"
+
+	"github.com/perchhq/perch/systemd/systemdtest"
 )
 
 // TestLogsToJournal: only the stream JOURNAL_STREAM names counts as the
 // journal; the variable inherited by a process whose standard error is
 // another file does not.
 func TestLogsToJournal(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+	f, stream := systemdtest.JournalStream(t)
+	var dev, ino uint64
+	if _, err := fmt.Sscanf(stream, "%d:%d", &dev, &ino); err != nil {
 		t.Fatal(err)
 	}
 	env := func(v string) func(string) (string, bool) {
@@ -35,12 +31,12 @@ func TestLogsToJournal(t *testing.T) {
 		f    *os.File
 		want bool
 	}{
-		{"this file", fmt.Sprintf("%d:%d", st.Dev, st.Ino), f, true},
-		{"another inode", fmt.Sprintf("%d:%d", st.Dev, st.Ino+1), f, false},
-		{"another device", fmt.Sprintf("%d:%d", st.Dev+1, st.Ino), f, false},
+		{"this file", stream, f, true},
+		{"another inode", fmt.Sprintf("%d:%d", dev, ino+1), f, false},
+		{"another device", fmt.Sprintf("%d:%d", dev+1, ino), f, false},
 		{"unset", "", f, false},
 		{"garbage", "journal", f, false},
-		{"no file", fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil, false},
+		{"no file", stream, nil, false},
 	} {
 		if got := LogsToJournal(env(tc.env), tc.f); got != tc.want {
 			t.Errorf("%s: LogsToJournal = %v, want %v", tc.name, got, tc.want)

@@ -3,17 +3,14 @@ package web
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/perchhq/perch/appliance/gateway"
+	"github.com/perchhq/perch/systemd/systemdtest"
 )
 
 func TestCodeWhereFollowsHowPerchRuns(t *testing.T) {
@@ -29,16 +26,7 @@ func TestCodeWhereFollowsHowPerchRuns(t *testing.T) {
 	}
 	// The gateway's standard error: systemd names the journal's stream by
 	// its device and inode.
-	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stderr.Close()
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(stderr.Fd()), &st); err != nil {
-		t.Fatal(err)
-	}
-	journal := fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	stderr, journal := systemdtest.JournalStream(t)
 	for _, tc := range []struct {
 		name string
 		env  func(string) (string, bool)
