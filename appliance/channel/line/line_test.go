@@ -88,6 +88,15 @@ func (e *env) deliver(t *testing.T, ds ...linetest.Delivery) {
 func TestMessageIsAnsweredWithTheReplyTokenQuotingIt(t *testing.T) {
 	fake := newFake(t)
 	e := start(t, fake, channeltest.Options{}, nil, fastOptions())
+	// A model takes a while; the instant fake could answer before the
+	// loading animation's request left (an answer that quick needs none,
+	// and the channel then sends none), so it answers once LINE has it.
+	e.h.Provider.Default = func(r providertest.ChatRequest) providertest.Reply {
+		for deadline := time.Now().Add(5 * time.Second); len(fake.Loadings()) == 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return providertest.Reply{Content: "echo: " + providertest.LastUser(r)}
+	}
 	d := fake.NewEvent(linetest.Event{UserID: alice, Text: "hello"})
 	e.deliver(t, d)
 	sent := fake.WaitSent(1, 10*time.Second)
