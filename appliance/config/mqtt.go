@@ -20,7 +20,8 @@ import (
 type MQTT struct {
 	Enabled bool `json:"enabled"`
 	// Broker is mqtt://host[:1883], mqtts://host[:8883], ws://host[:port]/path
-	// or wss://host[:port]/path.
+	// or wss://host[:port]/path; tcp:// is read as mqtt://, ssl:// and
+	// tls:// as mqtts://.
 	Broker   string `json:"broker"`
 	Username string `json:"username"`
 	Password Secret `json:"password"`
@@ -44,6 +45,11 @@ type MQTT struct {
 // Default ports of the broker URL schemes without one in the URL.
 var mqttDefaultPorts = map[string]string{"mqtt": "1883", "mqtts": "8883", "ws": "80", "wss": "443"}
 
+// mqttSchemeAliases are the other names Paho-based tools (Zigbee2MQTT,
+// Node-RED, Home Assistant's docs) use for the same two transports, so an
+// address copied from one of them works as written.
+var mqttSchemeAliases = map[string]string{"tcp": "mqtt", "ssl": "mqtts", "tls": "mqtts"}
+
 // ParseBroker checks an mqtt.broker value and returns it with the scheme's
 // default port filled in. Its errors never repeat a password given in the
 // URL.
@@ -57,6 +63,9 @@ func ParseBroker(s string) (*url.URL, error) {
 		return nil, errors.New("is not a URL; write it as mqtt://host:1883, mqtts://host:8883, ws://host:9001/mqtt or wss://host/mqtt")
 	}
 	scheme := strings.ToLower(u.Scheme)
+	if alias, ok := mqttSchemeAliases[scheme]; ok {
+		scheme = alias
+	}
 	port, ok := mqttDefaultPorts[scheme]
 	if !ok {
 		return nil, fmt.Errorf("%q must start with mqtt://, mqtts://, ws:// or wss://", u.Redacted())

@@ -72,6 +72,11 @@ func TestParseBrokerFillsDefaultPorts(t *testing.T) {
 		"wss://ha.local:8443/mqtt": "wss://ha.local:8443/mqtt",
 		"mqtt://[::1]":             "mqtt://[::1]:1883",
 		"mqtt://10.0.0.2:1884/":    "mqtt://10.0.0.2:1884/",
+		// Paho's names for the same transports, as copied from Zigbee2MQTT
+		// or Node-RED.
+		"tcp://ha.local":      "mqtt://ha.local:1883",
+		"ssl://ha.local":      "mqtts://ha.local:8883",
+		"TLS://ha.local:8884": "mqtts://ha.local:8884",
 	} {
 		u, err := ParseBroker(in)
 		if err != nil {

@@ -189,6 +189,27 @@ func TestTLSBrokerWithPrivateCA(t *testing.T) {
 	waitFailure(t, plain, "not the broker's TLS listener", "mqtt.broker")
 }
 
+// TestPahoSchemeNames: a broker address copied from a Paho-based tool
+// (tcp://, ssl://) reaches the same listeners as mqtt:// and mqtts://.
+func TestPahoSchemeNames(t *testing.T) {
+	b := startBroker(t, true)
+	ha := homeAssistant(t, b)
+	plain, _ := testLink(t, strings.Replace(b.URL(), "mqtt://", "tcp://", 1), nil)
+	waitCheck(t, plain, true, wait)
+	ha.WaitPayload(t, wait, prefix+"/status", "online")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := plain.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ha.WaitPayload(t, wait, prefix+"/status", "offline")
+	ha.Reset()
+
+	tls, _ := testLink(t, strings.Replace(b.TLSURL(), "mqtts://", "ssl://", 1), func(o *Options) { o.CAFile = b.CAFile() })
+	waitCheck(t, tls, true, wait)
+	ha.WaitPayload(t, wait, prefix+"/status", "online")
+}
+
 // TestWebSocketBroker: ws:// reaches a broker behind a WebSocket endpoint
 // (subprotocol mqtt, binary frames), as Mosquitto's websockets listener or
 // a reverse proxy in front of it offers. Debian's mosquitto is built without
