@@ -125,9 +125,7 @@ func decode(data []byte, cfg *Config) error {
 	if err := assign(reflect.ValueOf(cfg).Elem(), raw, ""); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			// "not 80.5" rather than "not number 80.5"; "not string".
-			got := strings.TrimPrefix(te.Value, "number ")
-			return fmt.Errorf("key %q must be %s, not %s", te.Field, KindName(te.Type), got)
+			return fmt.Errorf("key %q must be %s, not %s", te.Field, KindName(te.Type), ValueName(te.Value))
 		}
 		// The file is valid JSON here: a value of no accepted form, such
 		// as a sensors value that is neither a list nor an object.
@@ -175,6 +173,28 @@ func KindName(t reflect.Type) string {
 		return "an object"
 	}
 	return t.String()
+}
+
+// ValueName names the kind of JSON value json.UnmarshalTypeError saw
+// ("number", "number 1.5", "string", "array", "object", "bool").
+func ValueName(v string) string {
+	kind, literal, _ := strings.Cut(v, " ")
+	switch kind {
+	case "number":
+		if literal != "" {
+			return literal
+		}
+		return "a number"
+	case "string":
+		return "a string"
+	case "array":
+		return "an array"
+	case "object":
+		return "an object"
+	case "bool":
+		return "true or false"
+	}
+	return v
 }
 
 // checkKeys walks raw JSON beside the Go type and reports the first key the

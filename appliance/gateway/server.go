@@ -360,37 +360,15 @@ func bodyError(err error) string {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &te) && te.Field != "":
-		return fmt.Sprintf("%q must be %s, not %s", te.Field, config.KindName(te.Type), jsonValue(te.Value))
+		return fmt.Sprintf("%q must be %s, not %s", te.Field, config.KindName(te.Type), config.ValueName(te.Value))
 	case errors.As(err, &te):
-		return fmt.Sprintf("the body must be %s, not %s", config.KindName(te.Type), jsonValue(te.Value))
+		return fmt.Sprintf("the body must be %s, not %s", config.KindName(te.Type), config.ValueName(te.Value))
 	case errors.Is(err, io.EOF):
 		return "the body is empty; send a JSON object ({...})"
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "malformed JSON body: it ends early (a missing } or ])"
 	}
 	return "malformed JSON body: " + err.Error()
-}
-
-// jsonValue names the kind of JSON value json.UnmarshalTypeError saw
-// ("number", "number 1.5", "string", "array", "object", "bool").
-func jsonValue(v string) string {
-	kind, literal, _ := strings.Cut(v, " ")
-	switch kind {
-	case "number":
-		if literal != "" {
-			return literal
-		}
-		return "a number"
-	case "string":
-		return "a string"
-	case "array":
-		return "an array"
-	case "object":
-		return "an object"
-	case "bool":
-		return "true or false"
-	}
-	return v
 }
 
 // FormatUptime renders d as "<h>h<m>m<s>s".
