@@ -158,12 +158,22 @@ func TestLoadHomeIsAFile(t *testing.T) {
 	}
 	t.Setenv("PERCH_HOME", file)
 	_, err := Load(Options{Env: noEnv})
-	if err == nil || err.Error() != "config: "+file+" is a file, not a directory: the config's directory (PERCH_HOME, ~/.perch or --config's) must be a directory (perch onboard creates it)" {
+	want := "config: " + file + " is a file, not a directory: the config's directory (PERCH_HOME, ~/.perch or --config's) must be a directory; move that file away or point PERCH_HOME at a directory"
+	if err == nil || err.Error() != want {
 		t.Errorf("PERCH_HOME a file: %v", err)
 	}
-	_, err = Load(Options{Path: filepath.Join(file, "config.json"), Env: noEnv})
-	if err == nil || !strings.Contains(err.Error(), file+" is a file, not a directory") {
-		t.Errorf("--config under a file: %v", err)
+	// The file is named wherever it lies above the config.
+	_, err = Load(Options{Path: filepath.Join(file, "sub", "config.json"), Env: noEnv})
+	if err == nil || err.Error() != want {
+		t.Errorf("--config two levels under a file: %v", err)
+	}
+	// onboard says the same, and leaves the file as it was.
+	_, err = Onboard(filepath.Join(file, "config.json"), false)
+	if err == nil || err.Error() != want {
+		t.Errorf("onboard under a file: %v", err)
+	}
+	if fi, err := os.Stat(file); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		t.Errorf("onboard touched the file in the way: %v %v", fi, err)
 	}
 }
 

@@ -62,8 +62,7 @@ func Load(opts Options) (*Config, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %s (create it with 'perch onboard' or fix --config)", ErrNoConfig, path)
 	case errors.Is(err, syscall.ENOTDIR):
-		// PERCH_HOME (or --config's directory) names a file.
-		return nil, fmt.Errorf("config: %s is a file, not a directory: the config's directory (PERCH_HOME, ~/.perch or --config's) must be a directory (perch onboard creates it)", filepath.Dir(path))
+		return nil, homeIsAFile(path)
 	case err != nil:
 		return nil, fmt.Errorf("config: read %s: %w", path, err)
 	default:
@@ -132,6 +131,26 @@ func decode(data []byte, cfg *Config) error {
 		return err
 	}
 	return nil
+}
+
+// homeIsAFile is the error for a config path under a file: PERCH_HOME (or
+// --config's directory, or a directory above it) names a file. It names
+// that file, as "not a directory" alone leaves a person looking at the
+// wrong path.
+func homeIsAFile(path string) error {
+	file := filepath.Dir(path)
+	for d := file; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil {
+			if !fi.IsDir() {
+				file = d
+			}
+			break
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	return fmt.Errorf("config: %s is a file, not a directory: the config's directory (PERCH_HOME, ~/.perch or --config's) must be a directory; move that file away or point PERCH_HOME at a directory", file)
 }
 
 func syntaxError(data []byte, err error) error {

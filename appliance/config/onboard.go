@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 )
 
 // ErrExists is returned by Onboard when the config file exists and force is
@@ -49,6 +50,8 @@ func Onboard(path string, force bool) (*OnboardResult, error) {
 		if err := os.WriteFile(backup, old, 0o600); err != nil {
 			return nil, fmt.Errorf("config: keep the old config as %s: %w", backup, err)
 		}
+	} else if errors.Is(err, syscall.ENOTDIR) {
+		return nil, homeIsAFile(path)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
