@@ -87,7 +87,7 @@ func TestStatusHidesSecrets(t *testing.T) {
 		`Config:\s+` + regexp.QuoteMeta(cfgPath) + ` \(present\)`,
 		`Workspace:\s+` + regexp.QuoteMeta(filepath.Join(home, "workspace")),
 		`Provider:\s+openrouter, model openai/gpt-4o-mini`,
-		`Channels:\s+telegram\n`,
+		`Channels:\s+web page, telegram\n`,
 		`Gateway:\s+not running \(would listen on 127\.0\.0\.1:\d+\)`,
 	} {
 		if !regexp.MustCompile(line).MatchString(text) {
@@ -113,6 +113,10 @@ func TestStatusFindsRunningGateway(t *testing.T) {
 	want := fmt.Sprintf("running (pid %d) at %s, ready", os.Getpid(), g.URL)
 	if !strings.Contains(out, want) {
 		t.Errorf("status lacks %q:\n%s", want, out)
+	}
+	// No chat platform is configured: the page is still a way in.
+	if !regexp.MustCompile(`Channels:\s+web page only \(no chat platform enabled\)\n`).MatchString(out) {
+		t.Errorf("status without platforms does not name the web page:\n%s", out)
 	}
 }
 

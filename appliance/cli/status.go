@@ -68,9 +68,10 @@ func statusCommand() *Command {
 }
 
 // channelsLine says which platforms are enabled, and which of those lack a
-// credential.
+// credential. The gateway's own page is always one way to chat, so a board
+// without a platform is not shown as one nobody can talk to.
 func channelsLine(cfg *config.Config) string {
-	var on []string
+	on := []string{"web page"}
 	for _, s := range cfg.Channels.Sections() {
 		switch {
 		case !s.Enabled:
@@ -80,8 +81,8 @@ func channelsLine(cfg *config.Config) string {
 			on = append(on, fmt.Sprintf("%s (skipped: %s not set)", s.Name, strings.Join(s.Missing(), ", ")))
 		}
 	}
-	if len(on) == 0 {
-		return "none enabled"
+	if len(on) == 1 {
+		return "web page only (no chat platform enabled)"
 	}
 	return strings.Join(on, ", ")
 }
