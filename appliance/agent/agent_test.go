@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -267,13 +268,49 @@ func TestBusyAndTimeout(t *testing.T) {
 	if !errors.Is(err, agent.ErrBusy) || time.Since(start) > 100*time.Millisecond {
 		t.Fatalf("third turn: %v after %v", err, time.Since(start))
 	}
+	// Each says what it waited for: the first the provider; the second the
+	// single turn slot the first held, or the provider when the first let
+	// the slot go just before the second's deadline.
+	var said []string
 	for i := 0; i < 2; i++ {
-		if err := <-errs; !errors.Is(err, agent.ErrTimeout) {
+		err := <-errs
+		if !errors.Is(err, agent.ErrTimeout) {
 			t.Errorf("turn past its deadline: %v", err)
+			continue
 		}
+		said = append(said, err.Error())
+	}
+	const (
+		head     = "agent: the turn ran past its 0.3-second deadline (agents.defaults.turn_timeout_seconds) waiting for "
+		slot     = head + "a free turn slot (agents.defaults.max_concurrent_turns)"
+		provider = head + "provider openrouter (model openai/gpt-4o-mini) to answer"
+	)
+	sort.Strings(said)
+	if len(said) != 2 || (said[0] != slot && said[0] != provider) || said[1] != provider {
+		t.Errorf("timeouts say\n%q\nwant %q and %q (or the provider twice)", said, slot, provider)
 	}
 	if st := f.loop.Stats(); st.Running != 0 || st.QueueDepth != 0 {
 		t.Errorf("stats after: %+v", st)
+	}
+}
+
+// TestTimeoutInATool: a deadline that passes while a tool runs names the
+// tool, not the provider call the turn could no longer make.
+func TestTimeoutInATool(t *testing.T) {
+	f := newFixture(t, func(o *agent.Options) { o.TurnTimeout = 200 * time.Millisecond })
+	f.reg.Register(tools.Func{ToolName: "slow", ToolDescription: "Wait until cancelled.",
+		Params: tools.Object(map[string]*tools.Property{}),
+		Run: func(ctx context.Context, a tools.Args) tools.Result {
+			<-ctx.Done()
+			return tools.Text("cancelled")
+		}})
+	f.fake.Enqueue(providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "a", Name: "slow", Args: `{}`}}})
+	_, err := f.loop.Process(context.Background(), in("slow", "go"))
+	if !errors.Is(err, agent.ErrTimeout) || !strings.HasSuffix(err.Error(), "waiting for tool slow to finish") {
+		t.Fatalf("deadline in a tool: %v", err)
+	}
+	if n := f.fake.Calls(); n != 1 {
+		t.Errorf("the provider was called %d times; the turn had no time left for a second call", n)
 	}
 }
 

@@ -1,6 +1,11 @@
 package agent
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
 
 // Sentinel errors; the gateway maps them to HTTP statuses.
 var (
@@ -13,3 +18,26 @@ var (
 	// ErrStopped means the loop is shutting down.
 	ErrStopped = errors.New("agent: shutting down")
 )
+
+// timeoutError is a turn past its deadline, with what it was waiting for,
+// so the person reading it knows whether the provider, a tool or the
+// queue was slow. It is ErrTimeout to errors.Is.
+type timeoutError struct {
+	limit   time.Duration
+	waiting string
+}
+
+func (e *timeoutError) Error() string {
+	s := "agent: the turn ran past its " + strconv.FormatFloat(e.limit.Seconds(), 'f', -1, 64) + "-second deadline (agents.defaults.turn_timeout_seconds)"
+	if e.waiting != "" {
+		s += " waiting for " + e.waiting
+	}
+	return s
+}
+
+func (e *timeoutError) Is(target error) bool { return target == ErrTimeout }
+
+// providerWait names the provider call a timed-out turn was waiting for.
+func providerWait(p Provider) string {
+	return fmt.Sprintf("provider %s (model %s) to answer", p.Name(), p.Model())
+}

@@ -351,7 +351,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 
 	unlock, err := l.lockSession(ctx, key)
 	if err != nil {
-		return nil, l.ctxErr(ctx, err)
+		return nil, l.ctxErr(ctx, err, "this chat's previous turn to end")
 	}
 	defer unlock()
 	l.noteRoute(in)
@@ -370,7 +370,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 	select {
 	case l.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, l.ctxErr(ctx, ctx.Err())
+		return nil, l.ctxErr(ctx, ctx.Err(), "a free turn slot (agents.defaults.max_concurrent_turns)")
 	}
 	defer func() { <-l.sem }()
 	l.running.Add(1)
@@ -378,7 +378,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 
 	rep, err := l.turn(ctx, p, storeSession{l.opts.Store, key, l.opts.HistoryLimit, in}, in)
 	if err != nil {
-		return nil, l.ctxErr(ctx, err)
+		return nil, l.ctxErr(ctx, err, "")
 	}
 	return rep, nil
 }
@@ -390,12 +390,19 @@ func (l *Loop) runCommand(ctx context.Context, cmd ChatCommand, in bus.Inbound, 
 	return cmd.Run(ctx, in, args)
 }
 
-func (l *Loop) ctxErr(ctx context.Context, err error) error {
+// ctxErr turns an error that came with the turn's context ending into
+// what ended it: the gateway stopping, or the turn's deadline while
+// waiting for what waiting names (unless err already says what it was).
+func (l *Loop) ctxErr(ctx context.Context, err error, waiting string) error {
 	if l.base.Err() != nil {
 		return ErrStopped
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return ErrTimeout
+		var te *timeoutError
+		if errors.As(err, &te) {
+			return te
+		}
+		return &timeoutError{limit: l.opts.TurnTimeout, waiting: waiting}
 	}
 	return err
 }

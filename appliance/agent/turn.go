@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -108,8 +109,13 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		final string
 		done  bool
 	)
+	lastTool := "" // the last tool run, for a deadline that passed in it
 	for round := 0; round < l.opts.MaxToolIterations; round++ {
 		start := time.Now()
+		waiting := providerWait(p)
+		if ctx.Err() != nil && lastTool != "" {
+			waiting = "tool " + lastTool + " to finish"
+		}
 		resp, err := p.Chat(ctx, req)
 		if err != nil || len(resp.ToolCalls) > 0 {
 			// Tools change things, and an error is an answer: either way
@@ -130,6 +136,9 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			// things the model should know about next time.
 			if perr := sess.Append(added, rep.Usage); perr != nil {
 				l.log.Error("saving partial turn failed", "session", sess.Key(), "err", perr)
+			}
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, &timeoutError{limit: l.opts.TurnTimeout, waiting: waiting}
 			}
 			return nil, err
 		}
@@ -156,6 +165,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		added = append(added, am)
 		req.Messages = append(req.Messages, am)
 		for _, tc := range am.ToolCalls {
+			lastTool = tc.Name
 			res := reg.Execute(tctx, tc.Name, tc.Arguments)
 			content := res.ForLLM
 			if strings.TrimSpace(content) == "" {

@@ -108,6 +108,13 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			// send's deadline would come from another goroutine, too late
+			// to stop a request written at once on an idle connection: a
+			// provider may bill a call whose answer nobody reads.
+			closeBody(req)
+			return nil, err
+		}
 		c, err := t.conn(ctx, req, attempt > 0)
 		if err != nil {
 			closeBody(req)

@@ -260,6 +260,37 @@ func TestH1Cancel(t *testing.T) {
 	}
 }
 
+// TestH1DoneContextSendsNothing: a call whose context already ended (a
+// turn whose deadline passed in a tool) is not sent on an idle connection:
+// a provider may bill a request whose answer nobody reads.
+func TestH1DoneContextSendsNothing(t *testing.T) {
+	var got atomic.Int32
+	srv, _ := newH1Server(t, func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		echo(w, r)
+	})
+	tr := h1For(t)
+	if _, _, err := post(context.Background(), tr, srv.URL+"/chat/completions", "warm"); err != nil {
+		t.Fatal(err)
+	}
+	for _, end := range []func() context.Context{
+		func() context.Context { ctx, cancel := context.WithCancel(context.Background()); cancel(); return ctx },
+		func() context.Context {
+			ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+			_ = cancel
+			return ctx
+		},
+	} {
+		ctx := end()
+		if _, _, err := post(ctx, tr, srv.URL+"/chat/completions", "late"); !errors.Is(err, ctx.Err()) {
+			t.Errorf("a call on an ended context: %v, want %v", err, ctx.Err())
+		}
+	}
+	if n := got.Load(); n != 1 {
+		t.Errorf("the server got %d requests, want only the first", n)
+	}
+}
+
 func TestH1TLS(t *testing.T) {
 	cc := &connCounter{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
