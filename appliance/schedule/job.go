@@ -46,8 +46,13 @@ func Validate(spec api.JobSpec) error {
 		n++
 		if len(strings.Fields(s.CronExpr)) != 5 && !strings.HasPrefix(s.CronExpr, "@") {
 			errs = append(errs, fmt.Errorf("cron_expr %q must have five fields (minute hour day-of-month month day-of-week), e.g. \"0 9 * * 1-5\"", s.CronExpr))
-		} else if _, err := cron.ParseStandard(s.CronExpr); err != nil {
-			errs = append(errs, fmt.Errorf("cron_expr %q: %v", s.CronExpr, err))
+		} else if sched, err := cron.ParseStandard(s.CronExpr); err != nil {
+			errs = append(errs, fmt.Errorf("cron_expr %q: %v", s.CronExpr, cronExprError(s.CronExpr, err)))
+		} else if d, ok := sched.(cron.ConstantDelaySchedule); ok && d.Delay < MinEvery*time.Second {
+			errs = append(errs, fmt.Errorf("cron_expr %q repeats every %v; the shortest interval is %d seconds", s.CronExpr, d.Delay, MinEvery))
+		} else if sched.Next(time.Now()).IsZero() {
+			// robfig looks five years ahead, so a leap day still counts.
+			errs = append(errs, fmt.Errorf("cron_expr %q never comes: no date has that day-of-month in that month (such as the 31st of February)", s.CronExpr))
 		}
 	}
 	if n != 1 {
@@ -65,6 +70,42 @@ func Validate(spec api.JobSpec) error {
 		errs = append(errs, errors.New("deliver needs channel and to (the chat to deliver to)"))
 	}
 	return errors.Join(errs...)
+}
+
+// cronFields names the five fields of a cron expression and their values.
+var cronFields = [5]string{"minute (0-59)", "hour (0-23)", "day-of-month (1-31)", "month (1-12 or jan-dec)", "day-of-week (0-6 or sun-sat)"}
+
+// cronExprError says which field of expr robfig refused and why: its own
+// errors name neither the field nor the values it takes ("failed to parse
+// int from monday").
+func cronExprError(expr string, err error) error {
+	fields := strings.Fields(expr)
+	if strings.HasPrefix(expr, "@") {
+		switch d := fields[0]; d {
+		case "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly":
+			return fmt.Errorf("%s takes nothing after it", d)
+		case "@every":
+			return errors.New("@every takes a duration such as 90s, 10m or 1h30m")
+		default:
+			return fmt.Errorf("%s is not a descriptor cron knows: use @yearly, @monthly, @weekly, @daily, @hourly or @every 1h30m", d)
+		}
+	}
+	if len(fields) != len(cronFields) {
+		return err
+	}
+	for i, f := range fields {
+		probe := []string{"*", "*", "*", "*", "*"}
+		probe[i] = f
+		if _, ferr := cron.ParseStandard(strings.Join(probe, " ")); ferr != nil {
+			// robfig ends its message with the field again.
+			why := strings.TrimSuffix(ferr.Error(), ": "+f)
+			if strings.HasPrefix(why, "failed to parse int from") {
+				why = "not a number or a name"
+			}
+			return fmt.Errorf("the %s field %q: %s", cronFields[i], f, why)
+		}
+	}
+	return err
 }
 
 // onceAt is the robfig schedule of a one-time job.
