@@ -21,9 +21,10 @@ func dbCommand() *Command {
 	)
 	return &Command{
 		Name:     "db",
-		Synopsis: "check [--json] | salvage [--from FILE] [--to FILE]",
+		Synopsis: "check [--from FILE] [--json] | salvage [--from FILE] [--to FILE]",
 		Summary:  "check the database, or copy what is readable out of a damaged one",
-		Help: `check reads every page and record of perch.db without changing it and exits 1 when it is damaged.
+		Help: `check reads every page and record of perch.db (or --from FILE, such as a salvaged file before
+you move it in) without changing it and exits 1 when it is damaged.
 
 salvage copies every session, message, cron job, device record and sensor reading still readable
 from a damaged database into a new file, then the latest turns that only the journal beside it
@@ -35,7 +36,7 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 		Subcommands: []string{"check", "salvage"},
 		Flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&asJSON, "json", false, "check: print the report as JSON")
-			fs.StringVar(&from, "from", "", "salvage: the damaged `file` to read (default: the newest damaged copy, else perch.db)")
+			fs.StringVar(&from, "from", "", "the `file` to read (check: default perch.db; salvage: default the newest damaged copy, else perch.db)")
 			fs.StringVar(&to, "to", "", "salvage: the new `file` to write (default: perch.db.salvaged-<time> beside perch.db)")
 		},
 		Run: func(_ context.Context, e *Env, args []string) error {
@@ -48,9 +49,16 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 			}
 			path := cfg.DBPath()
 			if args[0] == "check" {
-				rep, err := store.CheckFile(path)
+				target := path
+				if from != "" {
+					target = from
+				}
+				rep, err := store.CheckFile(target)
 				if errors.Is(err, store.ErrLocked) {
-					return fmt.Errorf("db check: %s is open in a running gateway; stop it first (sudo systemctl stop perch) or check a copy with --config", path)
+					return fmt.Errorf("db check: %s is open in a running gateway, which checked it when it started; to check it now, stop the gateway first (sudo systemctl stop perch)", target)
+				}
+				if errors.Is(err, fs.ErrNotExist) && from != "" {
+					return fmt.Errorf("db check: --from %s: no such file", from)
 				}
 				if errors.Is(err, fs.ErrNotExist) {
 					return fmt.Errorf("db check: there is no database at %s yet; the gateway makes it when it first starts", path)
@@ -66,7 +74,7 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 					fmt.Fprintln(e.Stdout, rep.String())
 				}
 				if !rep.OK() {
-					return fmt.Errorf("db check: %s is damaged; 'perch db salvage --from %s' copies out what is readable", path, path)
+					return fmt.Errorf("db check: %s is damaged; 'perch db salvage --from %s' copies out what is readable", target, target)
 				}
 				return nil
 			}

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestHomeCreatedPrivate: whichever command makes PERCH_HOME first makes
@@ -39,5 +45,101 @@ func TestHomeCreatedPrivate(t *testing.T) {
 	}
 	if _, err := os.Stat(h.Dir); err == nil {
 		t.Errorf("db check or salvage made %s", h.Dir)
+	}
+}
+
+// TestDamagedDatabaseByHand follows what `perch db` tells a person whose
+// database was damaged while the gateway was stopped: check finds it,
+// salvage copies out what is readable, check --from vouches for the copy,
+// and the gateway started on the copy has the surviving conversations and
+// the cron job.
+func TestDamagedDatabaseByHand(t *testing.T) {
+	h := NewHome(t, nil)
+	g := h.Start()
+	const n = 40
+	pad := strings.Repeat("x", 300)
+	for i := range n {
+		g.MustChat(fmt.Sprintf("e2e:s%02d", i), fmt.Sprintf("marker-%02d %s", i, pad))
+	}
+	if status, body := g.Do("POST", "/admin/cron", map[string]any{"message": "water the basil", "schedule": map[string]any{"cron_expr": "0 9 * * *"}}); status != 200 && status != 201 {
+		t.Fatalf("add a cron job: %d %v", status, body)
+	}
+	g.Signal(syscall.SIGTERM)
+	if code := g.Wait(15 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	db := filepath.Join(h.Dir, "perch.db")
+	if out, stderr, code := h.Run("db", "check"); code != 0 || !strings.Contains(out, "no problems found") || !strings.Contains(out, fmt.Sprintf("%d sessions", n)) {
+		t.Fatalf("check of a sound file: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// Random bytes over the page that holds one conversation's message.
+	data, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := bytes.Index(data, []byte("marker-17"))
+	if off < 0 {
+		t.Fatal("the message is not in the file")
+	}
+	page := off / 4096 * 4096
+	noise := rand.New(rand.NewPCG(1, 2))
+	for i := page; i < page+4096; i++ {
+		data[i] = byte(noise.Uint32())
+	}
+	if err := os.WriteFile(db, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := h.Run("db", "check")
+	if code != 1 || !strings.Contains(out, "problems:") || !strings.Contains(stderr, "is damaged; 'perch db salvage --from "+db+"'") {
+		t.Fatalf("check of a damaged file: exit %d\n%s%s", code, out, stderr)
+	}
+
+	out, stderr, code = h.Run("db", "salvage")
+	m := regexp.MustCompile(`(?m)^Read (\S+), wrote (\S+): `).FindStringSubmatch(out)
+	if code != 0 || m == nil || m[1] != db {
+		t.Fatalf("salvage: exit %d\n%s%s", code, out, stderr)
+	}
+	salvaged := m[2]
+	if !strings.Contains(out, "To use it: stop the gateway, move "+db+" away, move "+salvaged+" to "+db) {
+		t.Errorf("salvage does not say how to use the copy:\n%s", out)
+	}
+	out, stderr, code = h.Run("db", "check", "--from", salvaged)
+	if code != 0 || !strings.Contains(out, "no problems found") || !strings.Contains(out, "1 cron jobs") {
+		t.Fatalf("check --from the salvaged copy: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, stderr, code := h.Run("db", "check", "--from", salvaged+".nope"); code != 1 || !strings.Contains(stderr, "--from "+salvaged+".nope: no such file") {
+		t.Errorf("check --from a missing file: exit %d %q", code, stderr)
+	}
+
+	// As salvage said: move the damaged file away and the copy in.
+	if err := os.Rename(db, db+".bad"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(salvaged, db); err != nil {
+		t.Fatal(err)
+	}
+	g = h.Start()
+	defer g.Signal(syscall.SIGTERM)
+	if strings.Contains(g.Stderr(), "damaged") {
+		t.Errorf("the gateway found the salvaged file damaged:\n%s", g.Stderr())
+	}
+	survived := 0
+	for i := range n {
+		g.MustChat(fmt.Sprintf("e2e:s%02d", i), "again")
+		reqs := h.Fake.Requests()
+		for _, msg := range reqs[len(reqs)-1].Body.Messages {
+			if strings.HasPrefix(msg.Content, fmt.Sprintf("marker-%02d ", i)) {
+				survived++
+				break
+			}
+		}
+	}
+	t.Logf("%d of %d survived", survived, n)
+	if survived < n-5 || survived == n {
+		t.Errorf("%d of %d conversations came back; want all but those on the damaged page", survived, n)
+	}
+	if out, _, _ := h.Run("cron", "list"); !strings.Contains(out, "water the basil") {
+		t.Errorf("the cron job did not come back:\n%s", out)
 	}
 }
