@@ -252,9 +252,19 @@ func TestEnvOverrideBadValueNamesVariable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "PERCH_GATEWAY_PORT") || !strings.Contains(err.Error(), "gateway.port") {
 		t.Fatalf("err = %v", err)
 	}
-	_, err = Load(Options{Path: writeConfig(t, `{}`), Env: envMap(map[string]string{"PERCH_AGENTS_DEFAULTS_TEMPERATURE": "9"})})
-	if err == nil || !strings.Contains(err.Error(), "agents.defaults.temperature") {
-		t.Fatalf("out-of-range env value not validated: %v", err)
+	// A value in range for its type but not for its key is named by the
+	// variable too: the file does not hold it. A bad key of the file's
+	// own keeps its plain name.
+	_, err = Load(Options{Path: writeConfig(t, `{"agents":{"defaults":{"max_tokens":0}}}`), Env: envMap(map[string]string{
+		"PERCH_AGENTS_DEFAULTS_TEMPERATURE": "9", "PERCH_CHANNELS_LINE_ALLOW_FROM": "bob"})})
+	for _, want := range []string{
+		"agents.defaults.temperature (set by PERCH_AGENTS_DEFAULTS_TEMPERATURE): must be between 0.0 and 2.0, got 9",
+		"channels.line.allow_from[0] (set by PERCH_CHANNELS_LINE_ALLOW_FROM): ",
+		"config.json: agents.defaults.max_tokens: must be at least 1",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("out-of-range env values: error lacks %q: %v", want, err)
+		}
 	}
 }
 

@@ -81,15 +81,16 @@ func Load(opts Options) (*Config, error) {
 	// Looking up every key's variable needs the table of keys, built by
 	// reflection over the whole config; most starts set none of them, and
 	// the environment's list says so. Without a list, every key is looked up.
+	var fromEnv map[string]string
 	if environ == nil || namesAKey(vars) {
-		if err := applyEnv(cfg, env); err != nil {
+		if fromEnv, err = applyEnv(cfg, env); err != nil {
 			return nil, err
 		}
 	}
 	applyConventionalEnv(cfg, env)
 	cfg.warnings = unknownEnv(vars)
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
+		return nil, fmt.Errorf("config: %s: %w", path, nameEnvKeys(err, fromEnv))
 	}
 	return cfg, nil
 }
@@ -375,19 +376,51 @@ func namesAKey(vars []string) bool {
 	return false
 }
 
-// applyEnv replaces values with PERCH_<PATH> variables.
-func applyEnv(cfg *Config, env func(string) (string, bool)) error {
+// applyEnv replaces values with PERCH_<PATH> variables. It returns the
+// keys it set, each with its variable's name.
+func applyEnv(cfg *Config, env func(string) (string, bool)) (map[string]string, error) {
 	root := reflect.ValueOf(cfg).Elem()
+	var set map[string]string
 	for _, l := range leafTable().leaves {
 		s, ok := env(l.env)
 		if !ok {
 			continue
 		}
 		if err := setFromString(root.FieldByIndex(l.index), s); err != nil {
-			return fmt.Errorf("config: environment variable %s (key %s): %w", l.env, l.path, err)
+			return nil, fmt.Errorf("config: environment variable %s (key %s): %w", l.env, l.path, err)
+		}
+		if set == nil {
+			set = map[string]string{}
+		}
+		set[l.path] = l.env
+	}
+	return set, nil
+}
+
+// nameEnvKeys marks each of err's lines about a key an environment variable
+// set with that variable: the file does not hold the bad value, so a person
+// reading only the file's name would look in the wrong place.
+func nameEnvKeys(err error, fromEnv map[string]string) error {
+	if len(fromEnv) == 0 {
+		return err
+	}
+	lines := strings.Split(err.Error(), "\n")
+	marked := false
+	for i, line := range lines {
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		base, _, _ := strings.Cut(key, "[")
+		if v, ok := fromEnv[base]; ok {
+			lines[i] = key + " (set by " + v + "):" + rest
+			marked = true
 		}
 	}
-	return nil
+	if !marked {
+		return err
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }
 
 // applyConventionalEnv fills empty provider keys from their conventional
