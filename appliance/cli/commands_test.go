@@ -247,7 +247,8 @@ func TestSkillsRefusals(t *testing.T) {
 		{"install traversal name", "install", good, "../x", `"../x" is not a valid skill name`},
 		{"install upper-case name", "install", good, "Good", "is not a valid skill name"},
 		{"install without SKILL.md", "install", noMD, "", "has no SKILL.md"},
-		{"install missing folder", "install", filepath.Join(src, "absent"), "", "has no SKILL.md"},
+		{"install missing folder", "install", filepath.Join(src, "absent"), "", "no folder " + filepath.Join(src, "absent") + " to install from"},
+		{"install a file", "install", filepath.Join(good, "SKILL.md"), "", "SKILL.md is a file; give the folder that holds SKILL.md"},
 		{"install folder with a bad name", "install", badName, "", "pass --name"},
 		{"unknown action", "publish", "good", "", `unknown action "publish"`},
 	}

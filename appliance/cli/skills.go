@@ -77,6 +77,11 @@ skills into its instructions and opens a SKILL.md when it needs it.`,
 				return err
 			case "install":
 				src := arg
+				if fi, err := os.Stat(src); err != nil {
+					return fmt.Errorf("skills: no folder %s to install from", src)
+				} else if !fi.IsDir() {
+					return fmt.Errorf("skills: %s is a file; give the folder that holds SKILL.md", src)
+				}
 				if _, err := os.Stat(filepath.Join(src, "SKILL.md")); err != nil {
 					return fmt.Errorf("skills: %s has no SKILL.md; a skill is a folder with a SKILL.md describing when and how to use it", src)
 				}
