@@ -164,6 +164,37 @@ func TestOnboardSaysWhereAndWhatNext(t *testing.T) {
 	}
 }
 
+// TestOnboardStartHint: "make run" is the next step only for the config
+// make run starts (a checkout's own .perch, on loopback); another home in
+// a checkout is started by the binary, told where its config is.
+func TestOnboardStartHint(t *testing.T) {
+	checkout := t.TempDir()
+	if err := os.WriteFile(filepath.Join(checkout, "Makefile"), []byte("all:\nrun: build\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(checkout, "cmd", "perch"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(checkout)
+	t.Setenv("PERCH_HOME", filepath.Join(checkout, ".perch"))
+	t.Setenv("PERCH_GATEWAY_PORT", "9192")
+	out, errOut, code := runCLI(t, "onboard")
+	if code != 0 || !strings.Contains(out, "1. Start it: make run\n") || !strings.Contains(out, "Open http://127.0.0.1:9192/ ") {
+		t.Errorf("onboard of the checkout's .perch: exit %d %s\n%s", code, errOut, out)
+	}
+
+	other := filepath.Join(t.TempDir(), "elsewhere", "config.json")
+	out, errOut, code = runCLI(t, "onboard", "--config", other)
+	if code != 0 || !strings.Contains(out, "1. Start it: perch gateway --config "+other+"\n") {
+		t.Errorf("onboard of another config in a checkout: exit %d %s\n%s", code, errOut, out)
+	}
+	t.Setenv("PERCH_HOME", filepath.Dir(other))
+	out, errOut, code = runCLI(t, "onboard", "--force")
+	if code != 0 || !strings.Contains(out, "1. Start it: perch gateway\n") {
+		t.Errorf("onboard of PERCH_HOME in a checkout: exit %d %s\n%s", code, errOut, out)
+	}
+}
+
 // TestUnknownPerchVariableWarns: a mistyped override is a warning naming the
 // closest key, not silence.
 func TestUnknownPerchVariableWarns(t *testing.T) {

@@ -58,7 +58,12 @@ fresh random API token) and the workspace with starter files. It never replaces 
 				fmt.Fprint(w, " (the LAN)")
 			}
 			fmt.Fprintf(w, ". API token: %s\n\nNext:\n", res.Token)
-			fmt.Fprintf(w, "  1. Start it: %s\n", startHint(res.ConfigPath))
+			hint := startHint(res.ConfigPath)
+			if hint == "make run" {
+				// make run listens on loopback whatever the file says.
+				host = "127.0.0.1"
+			}
+			fmt.Fprintf(w, "  1. Start it: %s\n", hint)
 			fmt.Fprintf(w, "  2. Open %s and fill in the setup form (provider, model, key) with the\n"+
 				"     one-time setup code the gateway prints when it starts,\n", pageURL(host, port))
 			fmt.Fprintf(w, "     or set providers.<name>.api_key and agents.defaults.model in %s.\n", res.ConfigPath)
@@ -67,19 +72,24 @@ fresh random API token) and the workspace with starter files. It never replaces 
 	}
 }
 
-// startHint says how the person runs the gateway from where they are: the
-// service when the config is the package's, make run in a source checkout,
-// else the binary.
+// startHint says how the person starts a gateway on configPath: the
+// service when the config is the package's, make run when it is a source
+// checkout's own .perch (the only home make run starts), else the binary,
+// told where the config is unless it would find it by itself.
 func startHint(configPath string) string {
 	if strings.HasPrefix(configPath, "/etc/perch/") {
 		return "sudo systemctl restart perch   (logs: journalctl -u perch -f)"
 	}
 	if b, err := os.ReadFile("Makefile"); err == nil && strings.Contains(string(b), "\nrun:") {
-		if _, err := os.Stat(filepath.Join("cmd", "perch")); err == nil {
+		runHome, _ := filepath.Abs(".perch")
+		if _, err := os.Stat(filepath.Join("cmd", "perch")); err == nil && filepath.Dir(configPath) == runHome {
 			return "make run"
 		}
 	}
-	return "perch gateway"
+	if def, err := filepath.Abs(config.DefaultPath()); err == nil && def == configPath {
+		return "perch gateway"
+	}
+	return "perch gateway --config " + configPath
 }
 
 func pageURL(host string, port int) string {
