@@ -26,7 +26,8 @@ func agentCommand() *Command {
 		Summary:  "talk to the agent from the terminal (one message with -m)",
 		Help: `With a gateway running (found through the config directory's perch.pid) the messages go through
 its API, since the gateway holds the database; otherwise the agent runs in this process. Type /help
-for the chat commands, exit or Ctrl-D to leave.`,
+for the chat commands, exit or Ctrl-D to leave. From a pipe or a file, each line is one message and
+only the replies are printed, one after the other.`,
 		Flags: func(fs *flag.FlagSet) {
 			fs.Var(&message, "m", "send one `message`, print the reply and exit")
 			fs.StringVar(&session, "s", "cli:default", "the session `key`: its history is the conversation")
@@ -74,14 +75,33 @@ for the chat commands, exit or Ctrl-D to leave.`,
 				fmt.Fprintln(e.Stdout, out)
 				return nil
 			}
-			fmt.Fprintf(e.Stdout, "Perch agent, session %s. Type /help for commands, exit or Ctrl-D to leave.\n", session)
+			// From a pipe or a file, each line is a message and each reply
+			// is printed alone: prompts would be mixed into the output a
+			// script reads.
+			interactive := isTerminal(e.Stdin)
+			if interactive {
+				fmt.Fprintf(e.Stdout, "Perch agent, session %s. Type /help for commands, exit or Ctrl-D to leave.\n", session)
+			}
 			sc := bufio.NewScanner(e.Stdin)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			failed := 0
 			for {
-				fmt.Fprint(e.Stdout, "you> ")
+				if interactive {
+					fmt.Fprint(e.Stdout, "you> ")
+				}
 				if !sc.Scan() {
-					fmt.Fprintln(e.Stdout)
-					return sc.Err()
+					if interactive {
+						fmt.Fprintln(e.Stdout)
+					}
+					if err := sc.Err(); err != nil {
+						return fmt.Errorf("agent: reading the messages: %w", err)
+					}
+					if failed == 1 {
+						return errors.New("agent: 1 message got no reply (the error is above)")
+					} else if failed > 1 {
+						return fmt.Errorf("agent: %d messages got no reply (the errors are above)", failed)
+					}
+					return nil
 				}
 				line := strings.TrimSpace(sc.Text())
 				if line == "" {
@@ -95,10 +115,19 @@ for the chat commands, exit or Ctrl-D to leave.`,
 					if errors.Is(err, context.Canceled) {
 						return nil
 					}
-					fmt.Fprintf(e.Stdout, "error: %v\n", err)
+					if interactive {
+						fmt.Fprintf(e.Stdout, "error: %v\n", err)
+					} else {
+						fmt.Fprintf(e.Stderr, "perch: %v\n", err)
+						failed++
+					}
 					continue
 				}
-				fmt.Fprintf(e.Stdout, "perch> %s\n", out)
+				if interactive {
+					fmt.Fprintf(e.Stdout, "perch> %s\n", out)
+				} else {
+					fmt.Fprintln(e.Stdout, out)
+				}
 			}
 		},
 	}

@@ -3,12 +3,15 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/perchhq/perch/appliance/config"
 )
@@ -224,6 +227,63 @@ func TestLocalAgentIsQuiet(t *testing.T) {
 	code := Run(context.Background(), &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Runtime: rt}, []string{"agent", "-m", "hi"})
 	if code != 0 || out.String() != "cli:default: hi\n" || errOut.String() != "" || level != slog.LevelWarn {
 		t.Errorf("exit %d, stdout %q, stderr %q, level %v", code, out.String(), errOut.String(), level)
+	}
+}
+
+// echoAgent is a local agent that answers "<session>: <text>", and fails
+// on "boom".
+var echoAgent = Runtime{Agent: func(context.Context, *config.Config, *slog.Logger) (func(context.Context, string, string) (string, error), func() error, error) {
+	return func(_ context.Context, session, text string) (string, error) {
+		if text == "boom" {
+			return "", errors.New("agent: the provider is down")
+		}
+		return session + ": " + text, nil
+	}, func() error { return nil }, nil
+}}
+
+// TestAgentFromAPipe: messages piped in get their replies alone on
+// stdout, with no prompts mixed in; a message without a reply is said on
+// stderr and makes the exit status 1.
+func TestAgentFromAPipe(t *testing.T) {
+	home(t)
+	var out, errOut strings.Builder
+	code := Run(context.Background(), &Env{Stdin: strings.NewReader("hello\n\nboom\nbye\n"), Stdout: &out, Stderr: &errOut, Runtime: echoAgent}, []string{"agent"})
+	if out.String() != "cli:default: hello\ncli:default: bye\n" {
+		t.Errorf("stdout %q", out.String())
+	}
+	if code != 1 || !strings.Contains(errOut.String(), "perch: agent: the provider is down\n") || !strings.HasSuffix(errOut.String(), "perch: agent: 1 message got no reply (the error is above)\n") {
+		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestAgentOnATerminal: on a terminal the conversation has its banner and
+// prompts.
+func TestAgentOnATerminal(t *testing.T) {
+	home(t)
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	defer master.Close()
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	go master.Write([]byte("hello\nboom\n\x04"))
+	var out, errOut strings.Builder
+	code := Run(context.Background(), &Env{Stdin: tty, Stdout: &out, Stderr: &errOut, Runtime: echoAgent}, []string{"agent", "-s", "t:1"})
+	want := "Perch agent, session t:1. Type /help for commands, exit or Ctrl-D to leave.\n" +
+		"you> perch> t:1: hello\nyou> error: agent: the provider is down\nyou> \n"
+	if code != 0 || out.String() != want || errOut.String() != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 }
 

@@ -25,8 +25,9 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(tint.NewTextHandler(w, opts))
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTerminal reports whether v (a reader or writer) is a terminal.
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}
