@@ -321,6 +321,12 @@ func TestManAndCompletionFromTheDefinitions(t *testing.T) {
 			t.Errorf("%s missing from the man page or the completion", c.Name)
 		}
 	}
+	if _, errOut, code := runCLI(t, "completion", "zsh"); code != 1 || !strings.Contains(errOut, "for bash only, not for zsh") {
+		t.Errorf("completion zsh: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "completion"); code != 1 || !strings.Contains(errOut, "give the shell: bash") {
+		t.Errorf("completion without a shell: exit %d, %q", code, errOut)
+	}
 	if !strings.Contains(man, `\-\-every`) || !strings.Contains(comp, "--every") {
 		t.Error("cron's flags are missing")
 	}

@@ -204,10 +204,13 @@ func completionCommand() *Command {
 		Name:        "completion",
 		Synopsis:    "bash",
 		Summary:     "print the shell completion script",
-		Help:        "Load it with: source <(perch completion bash). The Debian package installs it for every shell.",
+		Help:        "Load it with: source <(perch completion bash). The Debian package installs it for bash, for every user.",
 		Subcommands: []string{"bash"},
 		Run: func(_ context.Context, e *Env, args []string) error {
-			if len(args) != 1 || args[0] != "bash" {
+			if len(args) == 1 && args[0] != "bash" {
+				return usageError("completion", "there is a completion script for bash only, not for %s", args[0])
+			}
+			if len(args) != 1 {
 				return usageError("completion", "give the shell: bash")
 			}
 			writeBashCompletion(e.Stdout)
