@@ -117,6 +117,8 @@ func TestCronFlagsAndDurations(t *testing.T) {
 		{[]string{"--message", "m", "--at", "60", "--deliver"}, []string{"--deliver needs --channel and --to"}},
 		{[]string{"--message", "m", "--cron", "0 9 * *"}, []string{`--cron "0 9 * *" must have five fields`}},
 		{[]string{"--message", "m", "--cron", "0 9 * * *", "--tz", "Mars/Base"}, []string{`--tz "Mars/Base"`}},
+		{[]string{"--message", "m", "--every", "1h", "--tz", "Europe/Berlin"}, []string{"--tz applies to --cron only"}},
+		{[]string{"--message", "m", "--cron", "0 9 * * monday"}, []string{`--cron "0 9 * * monday": the day-of-week (0-6 or sun-sat) field "monday"`}},
 	}
 	for _, tt := range tests {
 		_, errOut, code := runCLI(t, append([]string{"cron", "add"}, tt.args...)...)

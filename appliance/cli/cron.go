@@ -130,6 +130,10 @@ func cronSpec(message, command string, deliver bool, channel, to, tz string, eve
 	spec.Schedule.TZ = tz
 	if n != 1 {
 		errs = append(errs, errors.New("give exactly one of --every, --at or --cron"))
+	} else if tz != "" && expr == nil {
+		// --every and --at count from now whatever the zone: a --tz
+		// beside them would be silently dropped.
+		errs = append(errs, errors.New("--tz applies to --cron only; --every and --at count from now in any zone"))
 	}
 	if strings.TrimSpace(message) == "" && strings.TrimSpace(command) == "" {
 		errs = append(errs, errors.New("--message is empty: say what to remind or do (or give --command)"))
