@@ -61,17 +61,29 @@ func (e *Error) Error() string {
 		}
 		return fmt.Sprintf("%s: unknown model %q%s: %s%s", p, e.Model, status, hint, detail)
 	case KindRateLimit:
-		return fmt.Sprintf("%s: rate limited%s after %d retries; wait a moment and try again%s", p, status, e.Retries, detail)
+		return fmt.Sprintf("%s: rate limited%s%s; wait a moment and try again%s", p, status, afterRetries(e.Retries), detail)
 	case KindCredits:
 		return fmt.Sprintf("%s: no credits left%s: add credits or raise the quota of the %s account%s", p, status, e.Provider, detail)
 	case KindUnreachable:
-		return fmt.Sprintf("%s: cannot reach the API after %d retries: %s; check the network and providers.%s.api_base", p, e.Retries, e.Message, e.Provider)
+		return fmt.Sprintf("%s: cannot reach the API%s: %s; check the network and providers.%s.api_base", p, afterRetries(e.Retries), e.Message, e.Provider)
 	case KindNoTools:
 		return fmt.Sprintf("%s: model %q does not accept tool definitions%s", p, e.Model, detail)
 	case KindBadRequest:
 		return fmt.Sprintf("%s: request rejected%s%s", p, status, detail)
 	}
-	return fmt.Sprintf("%s: upstream failed%s after %d retries%s", p, status, e.Retries, detail)
+	return fmt.Sprintf("%s: upstream failed%s%s%s", p, status, afterRetries(e.Retries), detail)
+}
+
+// afterRetries says how often a failed call was tried again, if at all
+// (a model list is asked once).
+func afterRetries(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return " after 1 retry"
+	}
+	return fmt.Sprintf(" after %d retries", n)
 }
 
 // classify turns a go-openai error into an *Error.

@@ -251,7 +251,7 @@ func TestRetries(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Kind != KindRateLimit || pe.Retries != 3 || fake.Calls() != 4 {
 			t.Fatalf("err %v calls %d", err, fake.Calls())
 		}
-		if !strings.Contains(err.Error(), "rate limited") {
+		if !strings.Contains(err.Error(), "rate limited (HTTP 429) after 3 retries;") {
 			t.Errorf("message %q", err)
 		}
 	})
@@ -336,8 +336,13 @@ func TestUnreachable(t *testing.T) {
 	cl.tr.policy.BaseDelay = time.Millisecond
 	_, err := cl.Chat(context.Background(), Request{Messages: userMsg("x")})
 	var pe *Error
-	if !errors.As(err, &pe) || pe.Kind != KindUnreachable || !strings.Contains(err.Error(), "cannot reach") {
+	if !errors.As(err, &pe) || pe.Kind != KindUnreachable || !strings.Contains(err.Error(), "cannot reach the API after 3 retries: ") {
 		t.Fatalf("err %v", err)
+	}
+	// The model list is asked once: no "after 0 retries".
+	_, err = cl.Models(context.Background())
+	if !errors.As(err, &pe) || pe.Kind != KindUnreachable || !strings.Contains(err.Error(), "openrouter: cannot reach the API: ") {
+		t.Fatalf("models: %v", err)
 	}
 }
 
