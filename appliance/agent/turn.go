@@ -112,10 +112,6 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	lastTool := "" // the last tool run, for a deadline that passed in it
 	for round := 0; round < l.opts.MaxToolIterations; round++ {
 		start := time.Now()
-		waiting := providerWait(p)
-		if ctx.Err() != nil && lastTool != "" {
-			waiting = "tool " + lastTool + " to finish"
-		}
 		resp, err := p.Chat(ctx, req)
 		if err != nil || len(resp.ToolCalls) > 0 {
 			// Tools change things, and an error is an answer: either way
@@ -138,6 +134,13 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 				l.log.Error("saving partial turn failed", "session", sess.Key(), "err", perr)
 			}
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// A deadline that had passed before the call passed in
+				// the last tool, which the call could not even start
+				// after.
+				waiting := providerWait(p)
+				if dl, _ := ctx.Deadline(); lastTool != "" && !start.Before(dl) {
+					waiting = "tool " + lastTool + " to finish"
+				}
 				return nil, &timeoutError{limit: l.opts.TurnTimeout, waiting: waiting}
 			}
 			return nil, err
