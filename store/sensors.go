@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -522,7 +523,7 @@ func (db *DB) SensorHistory(q SensorQuery) ([]SensorSeries, error) {
 	}
 	if n := span / step; n > maxSensorPoints {
 		return nil, fmt.Errorf("store: sensor history: %s in steps of %s is %d points, more than %d; use a step of at least %s",
-			span, step, n, maxSensorPoints, (span/maxSensorPoints).Round(time.Second)+time.Second)
+			shortDuration(span), shortDuration(step), n, maxSensorPoints, shortDuration((span/maxSensorPoints).Round(time.Second)+time.Second))
 	}
 	pending := db.pendingReadings(q.Sensor)
 	var out []SensorSeries
@@ -776,4 +777,16 @@ func (db *DB) DeleteSensorHistory(sensor string) error {
 		return fmt.Errorf("store: delete sensor history of %q: %w", sensor, err)
 	}
 	return nil
+}
+
+// shortDuration writes d as a person would: 24h rather than Go's 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

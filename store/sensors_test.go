@@ -276,6 +276,9 @@ func TestSensorValidationAndDelete(t *testing.T) {
 			t.Errorf("want an error about %q, got %v", b.want, err)
 		}
 	}
+	if _, err := db.SensorHistory(SensorQuery{Sensor: "a", Since: t0, Until: t0.Add(24 * time.Hour), Step: time.Second}); err == nil || !strings.HasSuffix(err.Error(), "24h in steps of 1s is 86400 points, more than 10000; use a step of at least 10s") {
+		t.Errorf("a day in seconds: %v", err)
+	}
 	if _, err := db.SensorHistory(SensorQuery{Sensor: "a", Since: t0, Until: t0.Add(365 * 24 * time.Hour), Step: time.Minute}); err == nil || !strings.Contains(err.Error(), "use a step of at least") {
 		t.Errorf("too many points: %v", err)
 	}
