@@ -207,7 +207,7 @@ func buses(w http.ResponseWriter, r *http.Request) {
 
 // ScanRequest is POST /i2c/scan.
 type ScanRequest struct {
-	Bus string `json:"bus"`
+	Bus sensor.BusName `json:"bus"`
 }
 
 // Found is an address that answered, with the parts usually there.
@@ -233,7 +233,7 @@ func (d Deps) scan(w http.ResponseWriter, r *http.Request) {
 	if !gateway.DecodeJSON(w, r, &req) {
 		return
 	}
-	b, err := i2c.Open(strings.TrimSpace(req.Bus))
+	b, err := i2c.Open(strings.TrimSpace(string(req.Bus)))
 	if err != nil {
 		gateway.WriteError(w, scanStatus(err), err.Error())
 		return

@@ -167,7 +167,8 @@ func TestLatestAndScan(t *testing.T) {
 		t.Fatalf("/i2c = %d %+v", code, buses)
 	}
 	var scan ScanBody
-	if code := f.get(t, "POST", "/i2c/scan", token, `{"bus":"83"}`, &scan); code != 200 {
+	// The bus as a number, as people write it, is the same bus.
+	if code := f.get(t, "POST", "/i2c/scan", token, `{"bus":83}`, &scan); code != 200 {
 		t.Fatalf("scan = %d %+v", code, scan)
 	}
 	if len(scan.Found) != 2 || scan.Found[0].Hex != "0x44" || scan.Found[0].Parts[0].Type != "sht3x" ||
@@ -177,6 +178,9 @@ func TestLatestAndScan(t *testing.T) {
 	var e struct{ Error string }
 	if code := f.get(t, "POST", "/i2c/scan", token, `{"bus":"99"}`, &e); code != 404 || !strings.Contains(e.Error, `unknown bus "99"`) {
 		t.Errorf("scan of a missing bus = %d %q", code, e.Error)
+	}
+	if code := f.get(t, "POST", "/i2c/scan", token, `{"bus":8.5}`, &e); code != 400 || e.Error != `"bus" must be a string, not 8.5` {
+		t.Errorf("scan of bus 8.5 = %d %q", code, e.Error)
 	}
 	if code := f.get(t, "POST", "/i2c/scan", "", `{"bus":"83"}`, &e); code != 401 {
 		t.Errorf("scan without the token = %d", code)

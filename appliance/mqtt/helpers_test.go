@@ -145,7 +145,7 @@ func newTestSensors(t *testing.T, names ...string) *testSensors {
 	hwtest.I2C(t, ts.bus, nil, 200+busSeq, ts.sht)
 	ts.setTank(t, 23.125)
 	all := map[string]sensor.Spec{
-		"kitchen": {Name: "kitchen", Type: "sht3x", Bus: ts.bus},
+		"kitchen": {Name: "kitchen", Type: "sht3x", Bus: sensor.BusName(ts.bus)},
 		"tank":    {Name: "tank", Type: "ds18b20"},
 		"attic":   {Name: "attic", Type: "bme280", Bus: "97"},
 	}

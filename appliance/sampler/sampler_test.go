@@ -42,7 +42,7 @@ func sensors(t *testing.T, bus string, specs ...sensor.Spec) *sensor.Set {
 	t.Helper()
 	for i := range specs {
 		if specs[i].Type == "sht3x" {
-			specs[i].Bus = bus
+			specs[i].Bus = sensor.BusName(bus)
 		}
 	}
 	set, err := sensor.NewSet(specs, sensor.Options{W1Dir: w1Dir})

@@ -77,7 +77,7 @@ func TestValidateSpecsNamesTheEntry(t *testing.T) {
 // a number or a hex string, and reads back as a number.
 func TestSpecJSONStrict(t *testing.T) {
 	in := `[{"name":"kitchen","type":"bme280","bus":"1","address":"0x76"},
-	        {"name":"desk","type":"bh1750","address":35},
+	        {"name":"desk","type":"bh1750","bus":3,"address":35},
 	        {"name":"tank","type":"ds18b20","device":"28-0316a2795aff"}]`
 	dec := json.NewDecoder(strings.NewReader(in))
 	dec.DisallowUnknownFields()
@@ -87,7 +87,7 @@ func TestSpecJSONStrict(t *testing.T) {
 	}
 	want := []Spec{
 		{Name: "kitchen", Type: "bme280", Bus: "1", Address: 0x76},
-		{Name: "desk", Type: "bh1750", Address: 0x23},
+		{Name: "desk", Type: "bh1750", Bus: "3", Address: 0x23},
 		{Name: "tank", Type: "ds18b20", Device: "28-0316a2795aff"},
 	}
 	if !reflect.DeepEqual(specs, want) {
@@ -102,6 +102,9 @@ func TestSpecJSONStrict(t *testing.T) {
 		`[{"name":"x","type":"bme280","address":118.5}]`,
 		`[{"name":"x","type":"bme280","address":true}]`,
 		`[{"name":"x","type":"bme280","adress":118}]`,
+		`[{"name":"x","type":"bme280","bus":1.5}]`,
+		`[{"name":"x","type":"bme280","bus":-1}]`,
+		`[{"name":"x","type":"bme280","bus":true}]`,
 	} {
 		dec := json.NewDecoder(strings.NewReader(bad))
 		dec.DisallowUnknownFields()
@@ -205,7 +208,7 @@ func TestReadPlayback(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			busName := "FAKE-SENSOR-BUS"
 			hwtest.I2C(t, busName, nil, 60+i, &i2ctest.Playback{Ops: tt.ops, DontPanic: true})
-			tt.spec.Bus = busName
+			tt.spec.Bus = BusName(busName)
 			set, err := NewSet([]Spec{tt.spec}, Options{})
 			if err != nil {
 				t.Fatal(err)

@@ -64,7 +64,7 @@ func (sp Spec) Where() string {
 		}
 		return "1-wire"
 	}
-	bus := sp.Bus
+	bus := string(sp.Bus)
 	if bus == "" {
 		bus = "(first)"
 	}
@@ -162,7 +162,7 @@ func (s *Set) measure(ctx context.Context, sp Spec) ([]Value, string, error) {
 		vals, err := readDS18B20(s.w1Dir, id)
 		return vals, "DS18B20", err
 	}
-	bus, err := i2c.Open(sp.Bus)
+	bus, err := i2c.Open(string(sp.Bus))
 	if err != nil {
 		return nil, "", err
 	}
@@ -197,7 +197,7 @@ func (s *Set) Status() []Status {
 					st.OK, st.Message = false, err.Error()
 				}
 			}
-		} else if info, err := i2c.Lookup(sp.Bus); err != nil {
+		} else if info, err := i2c.Lookup(string(sp.Bus)); err != nil {
 			st.OK, st.Message = false, err.Error()
 		} else {
 			st.Message = "bus " + info.String() + " present"

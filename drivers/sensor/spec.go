@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,13 +20,55 @@ type Spec struct {
 	Type string `json:"type"`
 	// Bus names the I²C bus ("1", "I2C1", "/dev/i2c-1"); empty means the first
 	// bus. Not used by ds18b20, which sits on the kernel's 1-wire bus.
-	Bus string `json:"bus,omitempty"`
+	Bus BusName `json:"bus,omitempty"`
 	// Address is the I²C address (a number, or a string such as "0x76");
 	// zero means the part's usual address.
 	Address Address `json:"address,omitempty"`
 	// Device is the 1-wire id of a ds18b20 ("28-0316a2795aff"); empty means
 	// the only one present.
 	Device string `json:"device,omitempty"`
+}
+
+// BusName names an I²C bus. In JSON it is a string ("1", "I2C1",
+// "/dev/i2c-1") or a whole number (1), which is how people write bus 1.
+type BusName string
+
+// UnmarshalJSON accepts "1", "I2C1" and 1.
+func (n *BusName) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*n = BusName(s)
+		return nil
+	}
+	v, err := strconv.ParseUint(string(b), 10, 16)
+	if err != nil {
+		// The decoder fills in where the value sits ("bus", "sensors[0].bus").
+		return &json.UnmarshalTypeError{Value: jsonKind(b), Type: reflect.TypeFor[string]()}
+	}
+	*n = BusName(strconv.FormatUint(v, 10))
+	return nil
+}
+
+// jsonKind names the kind of a JSON value the way json.UnmarshalTypeError
+// does ("number 1.5", "bool", "array", "object").
+func jsonKind(b []byte) string {
+	switch {
+	case len(b) == 0:
+		return "nothing"
+	case b[0] == '[':
+		return "array"
+	case b[0] == '{':
+		return "object"
+	case b[0] == 't' || b[0] == 'f':
+		return "bool"
+	case b[0] == 'n':
+		return "null"
+	}
+	return "number " + string(b)
 }
 
 // Address is an I²C address. In JSON it is a number (118) or a string in
@@ -109,7 +152,7 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("address: a %s sits on the 1-wire bus and has no I2C address; remove it, "+
 				"and set device to its 1-wire id if there are several", s.Type)
 		}
-		if b := strings.ToLower(strings.TrimSpace(s.Bus)); b != "" && b != "w1" && b != "1-wire" && b != "onewire" {
+		if b := strings.ToLower(strings.TrimSpace(string(s.Bus))); b != "" && b != "w1" && b != "1-wire" && b != "onewire" {
 			return fmt.Errorf("bus: a %s sits on the kernel's 1-wire bus; leave bus empty or write \"w1\"", s.Type)
 		}
 		if s.Device != "" && !validW1ID(s.Device) {
@@ -123,7 +166,7 @@ func (s Spec) Validate() error {
 	if s.Address != 0 && !slices.Contains(p.addrs, int(s.Address)) {
 		return fmt.Errorf("address: %s (%d) is not a %s address; use %s", s.Address, int(s.Address), s.Type, addrList(p.addrs))
 	}
-	if strings.ContainsAny(s.Bus, "\x00\n") {
+	if strings.ContainsAny(string(s.Bus), "\x00\n") {
 		return fmt.Errorf("bus: %q is not a bus name; use a number such as \"1\"", s.Bus)
 	}
 	return nil
