@@ -90,6 +90,12 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{"unknown provider", `{"providers":{"mistral":{}}}`, []string{`"providers.mistral"`}},
 		{"unknown in sensor", `{"sensors":[{"name":"a","type":"bme280","bus":"1","address":118,"x":1}]}`, []string{`"sensors[0].x"`}},
 		{"wrong type", `{"gateway":{"port":"80"}}`, []string{`"gateway.port"`, "whole number"}},
+		// A part's mistake is named with its entry, in either form.
+		{"sensor bus type", `{"sensors":[{"name":"a","type":"bme280"},{"name":"b","type":"bme280","bus":1.5}]}`, []string{`key "sensors[1].bus" must be a string, not 1.5`}},
+		{"sensor name type", `{"sensors":{"parts":[{"name":7,"type":"bme280"}]}}`, []string{`key "sensors.parts[0].name" must be a string, not a number`}},
+		{"sensor address", `{"sensors":[{"name":"a","type":"bme280","address":"sixty"}]}`, []string{`sensors[0]: address "sixty" is not a number`}},
+		{"sensor parts type", `{"sensors":{"parts":{}}}`, []string{`key "sensors.parts" must be an array, not an object`}},
+		{"sample_seconds type", `{"sensors":{"sample_seconds":"60"}}`, []string{`key "sensors.sample_seconds" must be a whole number, not a string`}},
 		{"fraction", `{"gateway":{"port":80.5}}`, []string{`key "gateway.port" must be a whole number, not 80.5`}},
 		{"array element", `{"channels":{"telegram":{"allow_from":["ok",1]}}}`, []string{`key "channels.telegram.allow_from[1]" must be a string, not a number`}},
 		{"secret", `{"providers":{"openai":{"api_key":5}}}`, []string{`key "providers.openai.api_key" must be a string, not a number`}},

@@ -271,8 +271,14 @@ func checkKeys(raw any, t reflect.Type, path string) error {
 }
 
 func join(path, k string) string {
-	if path == "" {
+	switch {
+	case path == "":
 		return k
+	case k == "":
+		return path
+	case k[0] == '[':
+		// An index: sensors[0], not sensors.[0].
+		return path + k
 	}
 	return path + "." + k
 }

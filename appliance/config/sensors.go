@@ -55,25 +55,65 @@ func (s *Sensors) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	switch {
 	case len(b) > 0 && b[0] == '[':
-		var parts []sensor.Spec
-		if err := json.Unmarshal(b, &parts); err != nil {
+		parts, err := decodeParts(b, "")
+		if err != nil {
 			return err
 		}
 		s.Parts, s.asArray = parts, true
 		return nil
 	case len(b) > 0 && b[0] == '{':
-		type plain Sensors // without this method
-		p := plain(*s)
-		if err := json.Unmarshal(b, &p); err != nil {
+		var obj struct {
+			SampleSeconds *int            `json:"sample_seconds"`
+			Parts         json.RawMessage `json:"parts"`
+		}
+		if err := json.Unmarshal(b, &obj); err != nil {
 			return err
 		}
-		*s = Sensors(p)
+		if obj.SampleSeconds != nil {
+			s.SampleSeconds = *obj.SampleSeconds
+		}
+		if obj.Parts != nil {
+			parts, err := decodeParts(obj.Parts, "parts")
+			if err != nil {
+				return err
+			}
+			s.Parts = parts
+		}
 		s.asArray = false
 		return nil
 	case string(b) == "null":
 		return nil
 	}
 	return errors.New(`"sensors" must be a list of parts ([{"name": …, "type": …}]) or an object {"sample_seconds": 60, "parts": [...]}`)
+}
+
+// decodeParts decodes a list of parts one entry at a time, so a mistyped
+// value is named with its entry (parts[1].bus), which json names only by
+// its key.
+func decodeParts(b []byte, key string) ([]sensor.Spec, error) {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		if te, ok := err.(*json.UnmarshalTypeError); ok {
+			te.Field = key
+		}
+		return nil, err
+	}
+	parts := make([]sensor.Spec, len(raws))
+	for i, raw := range raws {
+		if err := json.Unmarshal(raw, &parts[i]); err != nil {
+			entry := fmt.Sprintf("%s[%d]", key, i)
+			if te, ok := err.(*json.UnmarshalTypeError); ok {
+				// The caller puts "sensors" in front.
+				te.Field = join(entry, te.Field)
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: %w", join("sensors", entry), err)
+		}
+	}
+	return parts, nil
 }
 
 // wholeFromEnv marks struct keys that an environment variable may also
