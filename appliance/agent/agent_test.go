@@ -398,6 +398,34 @@ func TestBusMessagesAreAnswered(t *testing.T) {
 	}
 }
 
+// TestFailedTurnsAnswerTheSender: a turn that fails is answered with the
+// reason, but a sender nobody vouched for gets none of it: the reason
+// names config keys and the provider's address.
+func TestFailedTurnsAnswerTheSender(t *testing.T) {
+	f := newFixture(t, nil)
+	f.fake.Default = func(providertest.ChatRequest) providertest.Reply {
+		return providertest.Reply{Status: 401, ErrorMessage: "bad key"}
+	}
+	f.loop.Start(context.Background())
+	for _, tt := range []struct {
+		restrict bool
+		want     string
+	}{
+		{false, "Sorry, I could not answer: provider openrouter: authentication failed (HTTP 401)"},
+		{true, "Sorry, I could not answer just now; please try again later."},
+	} {
+		f.bus.PublishInbound(context.Background(), bus.Inbound{Channel: "telegram", ChatID: "5", Text: "hello", RestrictTools: tt.restrict})
+		select {
+		case out := <-f.bus.Outbound():
+			if !strings.HasPrefix(out.Text, tt.want) || (tt.restrict && strings.Contains(out.Text, "providers.")) {
+				t.Errorf("restricted %v: reply %q, want it to start %q", tt.restrict, out.Text, tt.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no reply on the bus")
+		}
+	}
+}
+
 func TestAskHasNoHistory(t *testing.T) {
 	f := newFixture(t, nil)
 	f.loop.Process(context.Background(), in("system:heartbeat", "old"))

@@ -223,6 +223,12 @@ func (l *Loop) answer(in bus.Inbound) {
 	default:
 		l.log.Warn("turn failed", "session", in.Key(), "channel", in.Channel, "err", err)
 		out.Text = "Sorry, I could not answer: " + err.Error()
+		if in.RestrictTools {
+			// A sender nobody vouched for learns nothing of the board's
+			// setup (config keys, the provider's address on the LAN):
+			// the owner reads the reason in the log.
+			out.Text = "Sorry, I could not answer just now; please try again later."
+		}
 	}
 	if strings.TrimSpace(out.Text) == "" && len(out.Media) == 0 && out.InboxID == 0 {
 		return
