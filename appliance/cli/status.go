@@ -54,7 +54,7 @@ func statusCommand() *Command {
 			host, _ := os.Hostname()
 			fmt.Fprintf(w, "MQTT:\t%s\n", cfg.MQTT.Summary(host))
 			fmt.Fprintf(w, "Gateway:\t%s\n", gatewayState(ctx, cfg))
-			fmt.Fprintf(w, "Secrets:\t\n")
+			fmt.Fprintf(w, "Secrets:\n")
 			for _, s := range cfg.Secrets() {
 				state := "not set"
 				if s.Set {
