@@ -80,6 +80,25 @@ func (w *webhookRoutes) attach(srv *gateway.Server) {
 	}
 }
 
+// webhookHint explains a request to LINE's webhook path that nothing
+// serves: LINE's console says only that the webhook failed, and a bare
+// 404 does not say which setting is missing.
+func (s *System) webhookHint(path string) string {
+	l := s.Cfg.Channels.LINE
+	if p := l.WebhookPath; path != p && path != "/webhook/line" {
+		return ""
+	}
+	switch {
+	case !l.Enabled:
+		return fmt.Sprintf("no LINE webhook here: channels.line.enabled is false (set it, with channel_secret and channel_access_token, and restart; LINE's webhook is then %s on this port)", l.WebhookPath)
+	case l.WebhookPort != s.Cfg.Gateway.Port:
+		return fmt.Sprintf("no LINE webhook on this port: channels.line.webhook_port is %d, so LINE's webhook listens on port %d (set it to gateway.port, %d, to serve it here)", l.WebhookPort, l.WebhookPort, s.Cfg.Gateway.Port)
+	case path != l.WebhookPath:
+		return fmt.Sprintf("no LINE webhook at %s: channels.line.webhook_path is %s", path, l.WebhookPath)
+	}
+	return "no LINE webhook here: the LINE channel did not start (is channel_secret or channel_access_token empty? see perch status and the gateway's log)"
+}
+
 // reserved reports whether path collides with the gateway's own routes.
 func reserved(path string) bool {
 	for _, p := range []string{"/chat", "/health", "/ready", "/admin", "/setup", "/static", "/sensors", "/api"} {

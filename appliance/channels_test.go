@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/gateway/gatewaytest"
 
 	"github.com/perchhq/perch/appliance/appliancetest"
@@ -78,5 +79,43 @@ func TestLINEWebhookOnTheGatewayListener(t *testing.T) {
 	check, _ := ready["checks"].(map[string]any)["channel:line"].(map[string]any)
 	if check["status"] != "ok" || !strings.Contains(check["message"].(string), "Webhook URL") {
 		t.Errorf("/ready channel:line = %v", check)
+	}
+}
+
+// TestLINEWebhookThatIsNotServedSaysWhy: LINE's console reports only that
+// the webhook failed, so the 404 of a webhook nothing serves names the
+// setting that keeps it off.
+func TestLINEWebhookThatIsNotServedSaysWhy(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		line func(*config.LINEChannel)
+		want string
+	}{
+		{"disabled", func(*config.LINEChannel) {}, "no LINE webhook here: channels.line.enabled is false"},
+		{"its own port", func(l *config.LINEChannel) { l.Enabled, l.WebhookPort = true, 12345 }, "channels.line.webhook_port is 12345, so LINE's webhook listens on port 12345"},
+		{"no credentials", func(l *config.LINEChannel) { l.Enabled, l.WebhookPort = true, 0 }, "the LINE channel did not start (is channel_secret or channel_access_token empty?"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := appliancetest.Start(t, nil, func(c *config.Config) { tt.line(&c.Channels.LINE) })
+			resp, err := http.Post(g.URL+"/webhook/line", "application/json", strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 404 || !strings.Contains(string(body), tt.want) {
+				t.Errorf("POST /webhook/line = %d %s, want 404 saying %q", resp.StatusCode, body, tt.want)
+			}
+		})
+	}
+	g := appliancetest.Start(t, nil, nil)
+	resp, err := http.Get(g.URL + "/webhook/slack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), "no such path /webhook/slack") {
+		t.Errorf("GET /webhook/slack = %d %s", resp.StatusCode, body)
 	}
 }

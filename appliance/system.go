@@ -277,6 +277,7 @@ func (s *System) BuildGateway() error {
 		Host: cfg.Gateway.Host, Port: cfg.Gateway.Port, Token: cfg.Gateway.APIToken, Log: s.Log, ProofKey: s.pidKey,
 		AllowedHosts: cfg.Gateway.AllowedHosts,
 		WriteTimeout: time.Duration(cfg.Agents.Defaults.TurnTimeoutSeconds)*time.Second + 30*time.Second,
+		NotFoundHint: s.webhookHint,
 	})
 	s.webhooks.attach(s.HTTP)
 	s.HTTP.RegisterCore(gateway.Deps{

@@ -57,6 +57,9 @@ type Options struct {
 	// beyond, its new ones are closed at once).
 	MaxConns          int
 	MaxConnsPerClient int
+	// NotFoundHint, when set, may explain a path nothing serves (a
+	// platform's webhook whose channel is off) instead of the plain 404.
+	NotFoundHint func(path string) string
 }
 
 // Server is the HTTP gateway.
@@ -96,6 +99,12 @@ func New(opts Options) *Server {
 		tokens: newTokenGuard(opts.Log)}
 	s.lanOnly = !opts.Token.IsSet() && !config.IsLoopbackHost(opts.Host)
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if opts.NotFoundHint != nil {
+			if hint := opts.NotFoundHint(r.URL.Path); hint != "" {
+				WriteError(w, http.StatusNotFound, hint)
+				return
+			}
+		}
 		WriteError(w, http.StatusNotFound, fmt.Sprintf("no such path %s; see the API in README.md", r.URL.Path))
 	})
 	s.router.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
