@@ -129,7 +129,7 @@ func skillsEnv(t *testing.T) string {
 	return filepath.Join(home, "workspace")
 }
 
-func skills(action, arg, name string) (string, error) {
+func skills(action, arg, name string, flags ...string) (string, error) {
 	var out, errOut bytes.Buffer
 	args := []string{action}
 	if arg != "" {
@@ -138,6 +138,7 @@ func skills(action, arg, name string) (string, error) {
 	if name != "" {
 		args = append(args, "--name", name)
 	}
+	args = append(args, flags...)
 	c := skillsCommand()
 	fs := flag.NewFlagSet("skills", flag.ContinueOnError)
 	c.Flags(fs)
@@ -200,8 +201,29 @@ func TestSkillsLifecycle(t *testing.T) {
 	if err != nil || out != md {
 		t.Errorf("show = %q, %v; want SKILL.md as is", out, err)
 	}
-	if _, err := skills("install", folder, ""); err == nil || !strings.Contains(err.Error(), "exists") {
-		t.Errorf("second install = %v, want 'exists'", err)
+	if _, err := skills("install", folder, ""); err == nil || !strings.Contains(err.Error(), "exists; replace it with 'perch skills install "+folder+" --replace'") {
+		t.Errorf("second install = %v, want 'exists' and how to replace it", err)
+	}
+	// A new version replaces the installed one, files it no longer has
+	// included.
+	md2 := "---\nname: weather\ndescription: Fetch the forecast, now with rain\n---\n# Weather v2\n"
+	v2 := writeSkill(t, t.TempDir(), "weather", md2)
+	os.Remove(filepath.Join(v2, "scripts", "run.sh"))
+	out, err = skills("install", v2, "", "--replace")
+	if err != nil || !strings.Contains(out, "Replaced skill weather") {
+		t.Fatalf("install --replace = %q, %v", out, err)
+	}
+	if out, _ := skills("show", "weather", ""); out != md2 {
+		t.Errorf("after --replace show = %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "scripts", "run.sh")); err == nil {
+		t.Error("a file of the old version survived --replace")
+	}
+	if _, err := os.Stat(dst + ".replaced"); err == nil {
+		t.Error("the old version was left beside the new one")
+	}
+	if _, err := skills("install", folder, "", "--replace"); err != nil {
+		t.Fatal(err)
 	}
 	out, err = skills("install", folder, "weather-2")
 	if err != nil || !strings.Contains(out, "weather-2") {

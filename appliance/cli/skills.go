@@ -17,16 +17,22 @@ import (
 var skillName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
 
 func skillsCommand() *Command {
-	var installAs string
+	var (
+		installAs string
+		replace   bool
+	)
 	return &Command{
 		Name:     "skills",
-		Synopsis: "list | show NAME | install FOLDER [--name NAME] | remove NAME",
+		Synopsis: "list | show NAME | install FOLDER [--name NAME] [--replace] | remove NAME",
 		Summary:  "manage the agent's skills (folders with a SKILL.md in the workspace)",
 		Help: `A skill is a folder with a SKILL.md that says when and how to use it; the agent reads the list of
-skills into its instructions and opens a SKILL.md when it needs it.`,
+skills into its instructions and opens a SKILL.md when it needs it. install --replace puts a new
+version in place of an installed skill of the same name in one step (the old one is gone only once
+the new one is in place).`,
 		Subcommands: []string{"list", "show", "install", "remove"},
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&installAs, "name", "", "install: the skill's `name` (default: the folder's)")
+			fs.BoolVar(&replace, "replace", false, "install: replace an installed skill of the same name")
 		},
 		Run: func(_ context.Context, e *Env, args []string) error {
 			if len(args) == 0 {
@@ -94,8 +100,10 @@ skills into its instructions and opens a SKILL.md when it needs it.`,
 					return fmt.Errorf("skills: %q is not a valid skill name (lower-case letters, digits, . _ -); pass --name", name)
 				}
 				dst := filepath.Join(dir, name)
-				if _, err := os.Stat(dst); err == nil {
-					return fmt.Errorf("skills: %s exists; remove it first with 'perch skills remove %s'", dst, name)
+				_, err := os.Stat(dst)
+				exists := err == nil
+				if exists && !replace {
+					return fmt.Errorf("skills: %s exists; replace it with 'perch skills install %s --replace', or remove it first with 'perch skills remove %s'", dst, src, name)
 				}
 				tmp := dst + ".installing"
 				os.RemoveAll(tmp)
@@ -103,11 +111,29 @@ skills into its instructions and opens a SKILL.md when it needs it.`,
 					os.RemoveAll(tmp)
 					return fmt.Errorf("skills: copy %s: %w", src, err)
 				}
+				old := dst + ".replaced"
+				if exists {
+					// Moved aside, not deleted, until the new one is in:
+					// a failure leaves a skill in place either way.
+					os.RemoveAll(old)
+					if err := os.Rename(dst, old); err != nil {
+						os.RemoveAll(tmp)
+						return fmt.Errorf("skills: %w", err)
+					}
+				}
 				if err := os.Rename(tmp, dst); err != nil {
 					os.RemoveAll(tmp)
+					if exists {
+						os.Rename(old, dst)
+					}
 					return fmt.Errorf("skills: %w", err)
 				}
-				fmt.Fprintf(e.Stdout, "Installed skill %s in %s\n", name, dst)
+				verb := "Installed"
+				if exists {
+					os.RemoveAll(old)
+					verb = "Replaced"
+				}
+				fmt.Fprintf(e.Stdout, "%s skill %s in %s\n", verb, name, dst)
 				return nil
 			case "remove":
 				if !skillName().MatchString(arg) {
