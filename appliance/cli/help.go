@@ -115,6 +115,11 @@ func writeMan(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, ".TH PERCH 1 %q %q \"User Commands\"\n", date, "perch "+v.Version)
+	// Commands, flags and paths break only between words, and lines are
+	// not stretched: a hyphenated "re-move" or a padded "perch  skills"
+	// cannot be copied or searched for as written.
+	fmt.Fprintln(w, ".nh")
+	fmt.Fprintln(w, ".ad l")
 	fmt.Fprintln(w, ".SH NAME")
 	fmt.Fprintln(w, `perch \- a chat\-driven AI agent appliance for small Linux boards`)
 	fmt.Fprintln(w, ".SH SYNOPSIS")

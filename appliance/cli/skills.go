@@ -23,7 +23,7 @@ func skillsCommand() *Command {
 	)
 	return &Command{
 		Name:     "skills",
-		Synopsis: "list | show NAME | install FOLDER [--name NAME] [--replace] | remove NAME",
+		Synopsis: "list | show NAME | install FOLDER [--name N] [--replace] | remove NAME",
 		Summary:  "manage the agent's skills (folders with a SKILL.md in the workspace)",
 		Help: `A skill is a folder with a SKILL.md that says when and how to use it; the agent reads the list of
 skills into its instructions and opens a SKILL.md when it needs it. install --replace puts a new
