@@ -225,6 +225,15 @@ func (w *workspace) outside(p, how string) error {
 		p, ErrOutsideWorkspace, w.dir, how)
 }
 
+// saying is an error that reads as msg and is err to errors.Is.
+type saying struct {
+	msg string
+	err error
+}
+
+func (e saying) Error() string { return e.msg }
+func (e saying) Unwrap() error { return e.err }
+
 // explain turns a file system error into a message naming the path as the
 // model gave it, the cause and what to do.
 func (w *workspace) explain(p string, err error) error {
@@ -234,7 +243,9 @@ func (w *workspace) explain(p string, err error) error {
 		// symbolic link led out (or is absolute, which os.Root never follows).
 		return w.outside(p, " through a symbolic link (links must be relative and stay inside the workspace)")
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%q does not exist: %w; use list_dir to see what is there", p, fs.ErrNotExist)
+		// Still fs.ErrNotExist to errors.Is, without "file does not exist"
+		// repeated after "does not exist".
+		return saying{fmt.Sprintf("%q does not exist; use list_dir to see what is there", p), fs.ErrNotExist}
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%q: permission denied for the gateway's user: %w", p, err)
 	case errors.Is(err, syscall.ELOOP):

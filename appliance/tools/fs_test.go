@@ -233,7 +233,7 @@ func TestReadFile(t *testing.T) {
 		{"offset", map[string]any{"path": "inner.txt", "offset": 2}, "ner\n\n[end of file: bytes 2-6 of 6 shown]", nil},
 		{"empty", map[string]any{"path": "empty.txt"}, "(empty.txt is empty)", nil},
 		{"invalid UTF-8 replaced", map[string]any{"path": "latin1.txt"}, "caf\uFFFD\n", nil},
-		{"missing", map[string]any{"path": "nope.txt"}, "", []string{`"nope.txt" does not exist`, "list_dir"}},
+		{"missing", map[string]any{"path": "nope.txt"}, "", []string{`"nope.txt" does not exist; use list_dir to see what is there`}},
 		{"directory", map[string]any{"path": "sub"}, "", []string{`"sub" is a directory`, "list_dir"}},
 		{"binary", map[string]any{"path": "image.png"}, "", []string{`"image.png" is a binary file (image/png, 16 bytes)`}},
 		{"offset past end", map[string]any{"path": "inner.txt", "offset": 6}, "", []string{"offset 6 is at or past the end", "(6 bytes)"}},
