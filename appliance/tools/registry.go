@@ -216,6 +216,11 @@ func (r *Registry) run(ctx context.Context, t Tool, args Args) (res Result) {
 			res = Errorf("%s failed unexpectedly: %v", name, p)
 		}
 		res.ForLLM = Truncate(res.ForLLM, MaxResultBytes)
+		if extra := t.Schema().Unknown(args); len(extra) > 0 {
+			// The call ran without them: the model must not believe it
+			// set, say, a timeout this tool does not take.
+			res.ForLLM += "\n[ignored: " + name + " takes no argument " + strings.Join(extra, ", ") + "]"
+		}
 		if res.Kind == KindError {
 			r.log.Info("tool call failed", "tool", name, "session", call.SessionKey,
 				"took", time.Since(start).Round(time.Microsecond), "err", res.Err)

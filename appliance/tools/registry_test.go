@@ -121,6 +121,8 @@ func TestExecute(t *testing.T) {
 		{"null arguments miss the required one", "echo", `null`, KindError, `echo: missing required argument "text"`, 0},
 		{"mistyped argument", "echo", `{"text":"x","times":"2"}`, KindError, `echo: argument "times" must be an integer, got string "2"`, 0},
 		{"out of range", "echo", `{"text":"x","times":9}`, KindError, `argument "times" must be at most 5, got 9`, 0},
+		// The call runs, and the model learns what it did not set.
+		{"undeclared arguments are named", "echo", `{"text":"ab","timeout_seconds":1,"colour":"red"}`, KindBasic, "ab\n[ignored: echo takes no argument colour, timeout_seconds]", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,6 +136,9 @@ func TestExecute(t *testing.T) {
 			}
 			if !strings.Contains(res.ForLLM, tt.wantLLM) {
 				t.Errorf("ForLLM = %q, want it to contain %q", res.ForLLM, tt.wantLLM)
+			}
+			if strings.Contains(res.ForLLM, "[ignored") != strings.Contains(tt.wantLLM, "[ignored") {
+				t.Errorf("ForLLM = %q: the note of ignored arguments is wrong", res.ForLLM)
 			}
 			if res.IsError() && (res.Err == nil || !strings.HasPrefix(res.ForLLM, "error: ")) {
 				t.Errorf("error result should carry Err and an 'error: ' prefix: %+v", res)

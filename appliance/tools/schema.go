@@ -107,6 +107,19 @@ func (s Schema) Validate(args map[string]any) error {
 	return nil
 }
 
+// Unknown lists, sorted, the arguments args holds that s does not declare
+// (Validate lets them pass).
+func (s Schema) Unknown(args map[string]any) []string {
+	var out []string
+	for name := range args {
+		if _, ok := s.Properties[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func (s Schema) describe(name string) string {
 	p := s.Properties[name]
 	if p == nil {
