@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/perchhq/perch/appliance/bus"
@@ -14,12 +15,16 @@ type MessageOptions struct {
 	// Send queues a message for the dispatcher; in the gateway it is the
 	// bus's PublishOutbound.
 	Send func(bus.Outbound) error
+	// Channels, when set, lists the channels that deliver (the running
+	// chat platforms and the web page): a message for any other would be
+	// dropped by the dispatcher while the model reported it sent.
+	Channels func() []string
 }
 
 // NewMessage returns the message tool, which sends text to a chat: the
 // current one unless the model names another.
 func NewMessage(opts MessageOptions) Tool {
-	m := &message{send: opts.Send}
+	m := &message{send: opts.Send, channels: opts.Channels}
 	return Func{
 		ToolName: "message",
 		ToolDescription: "Send a message to a chat. Without channel and chat_id it goes to the current conversation; " +
@@ -39,7 +44,8 @@ func NewMessage(opts MessageOptions) Tool {
 }
 
 type message struct {
-	send func(bus.Outbound) error
+	send     func(bus.Outbound) error
+	channels func() []string
 }
 
 func (m *message) run(ctx context.Context, args Args) Result {
@@ -66,6 +72,15 @@ func (m *message) run(ctx context.Context, args Args) Result {
 	internal := bus.IsInternal(channel)
 	if chatID == "" && !internal {
 		return Errorf("message: chat_id is required to send on %s from a conversation on %s", channel, orNone(call.Channel))
+	}
+	if m.channels != nil && !internal {
+		if names := m.channels(); !slices.Contains(names, channel) {
+			list := "none"
+			if len(names) > 0 {
+				list = strings.Join(names, ", ")
+			}
+			return Errorf("message: no %s channel runs on this board, so nobody would receive it; channels that deliver: %s", channel, list)
+		}
 	}
 	err := m.send(bus.Outbound{Channel: channel, ChatID: chatID, Text: content})
 	switch {

@@ -42,11 +42,17 @@ func TestMessage(t *testing.T) {
 			args: map[string]any{"content": " \n"}, wantErr: "content is empty"},
 		{name: "content required", call: Call{Channel: "telegram", ChatID: "42"},
 			args: map[string]any{}, wantErr: `missing required argument "content"`},
+		// The dispatcher would drop it while the model said it was sent.
+		{name: "a channel that does not run", call: Call{Channel: "telegram", ChatID: "42"},
+			args:    map[string]any{"content": "x", "channel": "line", "chat_id": "U1"},
+			wantErr: "message: no line channel runs on this board, so nobody would receive it; channels that deliver: discord, slack, telegram, web"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := bus.New(4)
-			r := registryOf(NewMessage(MessageOptions{Send: b.PublishOutbound}))
+			r := registryOf(NewMessage(MessageOptions{Send: b.PublishOutbound, Channels: func() []string {
+				return []string{"discord", "slack", "telegram", "web"}
+			}}))
 			res := r.ExecuteWith(context.Background(), "message", tt.args, tt.call)
 			if tt.wantErr != "" {
 				wantErr(t, res, tt.wantErr)
