@@ -79,29 +79,22 @@ only the replies are printed, one after the other.`,
 			// is printed alone: prompts would be mixed into the output a
 			// script reads.
 			interactive := isTerminal(e.Stdin)
+			prompt, replyMark, end := "", "", ""
 			if interactive {
 				fmt.Fprintf(e.Stdout, "Perch agent, session %s. Type /help for commands, exit or Ctrl-D to leave.\n", session)
+				prompt, replyMark, end = "you> ", "perch> ", "\n"
 			}
 			sc := bufio.NewScanner(e.Stdin)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
 			failed := 0
 			for {
-				if interactive {
-					fmt.Fprint(e.Stdout, "you> ")
-				}
+				fmt.Fprint(e.Stdout, prompt)
 				if !sc.Scan() {
-					if interactive {
-						fmt.Fprintln(e.Stdout)
-					}
+					fmt.Fprint(e.Stdout, end)
 					if err := sc.Err(); err != nil {
 						return fmt.Errorf("agent: reading the messages: %w", err)
 					}
-					if failed == 1 {
-						return errors.New("agent: 1 message got no reply (the error is above)")
-					} else if failed > 1 {
-						return fmt.Errorf("agent: %d messages got no reply (the errors are above)", failed)
-					}
-					return nil
+					return unanswered(failed)
 				}
 				line := strings.TrimSpace(sc.Text())
 				if line == "" {
@@ -123,14 +116,21 @@ only the replies are printed, one after the other.`,
 					}
 					continue
 				}
-				if interactive {
-					fmt.Fprintf(e.Stdout, "perch> %s\n", out)
-				} else {
-					fmt.Fprintln(e.Stdout, out)
-				}
+				fmt.Fprintf(e.Stdout, "%s%s\n", replyMark, out)
 			}
 		},
 	}
+}
+
+// unanswered is the exit error of piped messages of which n got no reply.
+func unanswered(n int) error {
+	switch {
+	case n == 1:
+		return errors.New("agent: 1 message got no reply (the error is above)")
+	case n > 1:
+		return fmt.Errorf("agent: %d messages got no reply (the errors are above)", n)
+	}
+	return nil
 }
 
 // setString is a string flag that knows whether it was given, so an empty

@@ -200,7 +200,8 @@ func (r *Registry) ExecuteWith(ctx context.Context, name string, args map[string
 
 func (r *Registry) run(ctx context.Context, t Tool, args Args) (res Result) {
 	name := t.Name()
-	if err := t.Schema().Validate(args); err != nil {
+	schema := t.Schema()
+	if err := schema.Validate(args); err != nil {
 		return Errorf("%s: %v", name, err)
 	}
 	call := CallFrom(ctx)
@@ -216,7 +217,7 @@ func (r *Registry) run(ctx context.Context, t Tool, args Args) (res Result) {
 			res = Errorf("%s failed unexpectedly: %v", name, p)
 		}
 		res.ForLLM = Truncate(res.ForLLM, MaxResultBytes)
-		if extra := t.Schema().Unknown(args); len(extra) > 0 {
+		if extra := schema.Unknown(args); len(extra) > 0 {
 			// The call ran without them: the model must not believe it
 			// set, say, a timeout this tool does not take.
 			res.ForLLM += "\n[ignored: " + name + " takes no argument " + strings.Join(extra, ", ") + "]"
