@@ -32,17 +32,18 @@ func (s *System) addMQTT() error {
 	}
 	host, _ := os.Hostname()
 	link, err := mqtt.New(mqtt.Options{
-		Config:      cfg.MQTT,
-		CAFile:      cfg.MQTTCAFile(),
-		Hostname:    host,
-		Version:     version.Get().Version,
-		Model:       mqtt.BoardModel(),
-		PageURL:     s.pageURL,
-		Sensors:     s.Sensors,
-		Agent:       s.askOverMQTT,
-		Diagnostics: s.mqttDiagnostics,
-		Memory:      mqttMemory{s.Store},
-		Log:         s.Log,
+		Config:        cfg.MQTT,
+		CAFile:        cfg.MQTTCAFile(),
+		Hostname:      host,
+		Version:       version.Get().Version,
+		Model:         mqtt.BoardModel(),
+		PageURL:       s.pageURL,
+		Sensors:       s.Sensors,
+		Agent:         s.askOverMQTT,
+		OtherSessions: otherSessions(cfg),
+		Diagnostics:   s.mqttDiagnostics,
+		Memory:        mqttMemory{s.Store},
+		Log:           s.Log,
 	})
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -59,6 +60,18 @@ func (s *System) addMQTT() error {
 		})
 	}
 	return nil
+}
+
+// otherSessions are the first parts of the session keys that belong to
+// conversations held somewhere else than over MQTT: each chat platform's
+// (enabled or not: a chat kept from when it was), the page's, the API's
+// default, the terminal's, the cron jobs' and the agent's own.
+func otherSessions(cfg *config.Config) []string {
+	names := []string{"web", "rest", bus.ChannelCLI, "cron", bus.ChannelSystem, bus.ChannelSubagent}
+	for _, sec := range cfg.Channels.Sections() {
+		names = append(names, sec.Name)
+	}
+	return names
 }
 
 // askOverMQTT runs an MQTT request's turn like a chat message's, telling

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/perchhq/perch/appliance/api"
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/mqtt/mqtttest"
 	"github.com/perchhq/perch/appliance/provider/providertest"
@@ -156,6 +157,25 @@ func TestGatewayOverMQTT(t *testing.T) {
 	}
 	if s, err := sys.Store.Session("ha:morning"); err != nil || s.Count != 2 || s.Channel != "mqtt" {
 		t.Errorf("session ha:morning: %+v %v", s, err)
+	}
+
+	// A client of the broker cannot reach a chat's conversation by naming
+	// its session: the model would read the chat's history to it.
+	if err := sys.Store.Append("telegram:42", []chat.Message{{Role: chat.RoleUser, Content: "my PIN is 4711"}, {Role: chat.RoleAssistant, Content: "noted"}}, chat.Usage{}, 100, "telegram", "42"); err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"telegram:42", "web:main", "cron:j"} {
+		id := fmt.Sprintf("x%d", i)
+		ha.Publish(t, "perch/test/agent/request", []byte(`{"message":"What did I tell you?","session_key":"`+key+`","id":"`+id+`"}`), 1, false, nil)
+		if got := answer(id); !strings.Contains(fmt.Sprint(got["error"]), "may not join") {
+			t.Errorf("%s over MQTT: %v", key, got)
+		}
+	}
+	if reqs := fake.Requests(); len(reqs) != 1 {
+		t.Errorf("the provider was asked %d times; want once", len(reqs))
+	}
+	if s, err := sys.Store.Session("telegram:42"); err != nil || s.Count != 2 {
+		t.Errorf("session telegram:42: %+v %v", s, err)
 	}
 
 	res, err := sys.runJob(context.Background(), api.Job{ID: "j", JobSpec: api.JobSpec{Message: "Water the tomatoes", Deliver: true, Channel: "mqtt", To: "garden"}})

@@ -88,11 +88,15 @@ type Options struct {
 	// "" when the page is not reachable from there.
 	PageURL func(local net.IP) string
 
-	Sensors     Sensors
-	Agent       Agent
-	Diagnostics func(ctx context.Context) Diagnostics
-	Memory      Memory
-	Log         *slog.Logger
+	Sensors Sensors
+	Agent   Agent
+	// OtherSessions are the first parts ("telegram", "cron") of the
+	// session keys of conversations held elsewhere: a request naming one of
+	// those sessions is refused.
+	OtherSessions []string
+	Diagnostics   func(ctx context.Context) Diagnostics
+	Memory        Memory
+	Log           *slog.Logger
 
 	// Tuning; zero means the default. MinBackoff (1 s) doubles up to
 	// MaxBackoff (2 min) between connection attempts. SampleEvery is how

@@ -180,7 +180,7 @@ func (l *Link) serve(r *request) {
 		defer func() { <-l.qos0 }()
 	}
 	ctx := l.reqCtx
-	req, perr := parseRequest(p.Payload)
+	req, perr := parseRequest(p.Payload, l.opts.OtherSessions)
 	resp := response{ID: req.ID, SessionKey: req.SessionKey}
 	if len(resp.ID) == 0 {
 		resp.ID = json.RawMessage("null")
@@ -288,7 +288,7 @@ func (l *Link) deliver(ctx context.Context, topic string, payload []byte, props 
 // other text as the message itself (what Home Assistant's mqtt.publish
 // sends most simply). The result carries the id and session even when the
 // message is missing, so the error answer can be matched.
-func parseRequest(payload []byte) (wireRequest, error) {
+func parseRequest(payload []byte, others []string) (wireRequest, error) {
 	var req wireRequest
 	trimmed := bytes.TrimSpace(payload)
 	if !utf8.Valid(trimmed) {
@@ -296,6 +296,10 @@ func parseRequest(payload []byte) (wireRequest, error) {
 	}
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		if err := json.Unmarshal(trimmed, &req); err != nil {
+			var typ *json.UnmarshalTypeError
+			if errors.As(err, &typ) && typ.Field != "" {
+				return wireRequest{}, fmt.Errorf("mqtt: the request's %q must be a string, not a %s; send {\"message\": \"…\", \"session_key\": \"…\", \"id\": \"…\"}", typ.Field, typ.Value)
+			}
 			return wireRequest{}, fmt.Errorf("mqtt: the request is not valid JSON (%v); send {\"message\": \"…\", \"session_key\": \"…\", \"id\": \"…\"} or plain text", err)
 		}
 	} else {
@@ -308,6 +312,16 @@ func parseRequest(payload []byte) (wireRequest, error) {
 		bad := req.SessionKey
 		req.SessionKey = ""
 		return req, fmt.Errorf("mqtt: session_key must be up to %d characters without control characters (got %d bytes)", maxSessionKey, len(bad))
+	}
+	// Anyone who may publish on the request topic could otherwise read a
+	// chat's history through the model, or put words in it, by naming its
+	// session.
+	for _, p := range others {
+		if strings.HasPrefix(req.SessionKey, p+":") {
+			bad := req.SessionKey
+			req.SessionKey = ""
+			return req, fmt.Errorf("mqtt: session_key %q belongs to a conversation on %s, which MQTT requests may not join; choose a key of your own, such as \"ha:morning\"", bad, p)
+		}
 	}
 	if strings.TrimSpace(req.Message) == "" {
 		return req, errors.New("mqtt: the request has no message; send {\"message\": \"…\"} or plain text")

@@ -37,10 +37,15 @@ func TestParseRequest(t *testing.T) {
 		{"long session", `{"message":"x","session_key":"` + strings.Repeat("k", 401) + `"}`, "x", "", "", "session_key"},
 		{"control in session", `{"message":"x","session_key":"a\nb"}`, "x", "", "", "session_key"},
 		{"not utf-8", "\xff\xfe", "", "", "", "UTF-8"},
+		{"message a number", `{"message":5}`, "", "", "", `"message" must be a string, not a number`},
+		{"another channel's session", `{"message":"x","session_key":"telegram:42"}`, "x", "", "", "belongs to a conversation on telegram"},
+		{"a cron job's session", `{"message":"x","session_key":"cron:abc"}`, "x", "", "", "on cron"},
+		{"a name of its own", `{"message":"x","session_key":"ha:morning"}`, "x", "ha:morning", "", ""},
+		{"a prefix without its colon", `{"message":"x","session_key":"telegrammy"}`, "x", "telegrammy", "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			req, err := parseRequest([]byte(c.in))
+			req, err := parseRequest([]byte(c.in), []string{"telegram", "cron"})
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want %q", err, c.err)
