@@ -33,7 +33,10 @@ func (s *System) runJob(ctx context.Context, j api.Job) (string, error) {
 	if j.Deliver {
 		return s.deliver(ctx, j, text)
 	}
-	in := bus.Inbound{Channel: j.Channel, ChatID: j.To, SessionKey: "cron:" + j.ID, Text: j.Message}
+	// A job a stranger scheduled gets no more tools when due than its
+	// sender had: otherwise a reminder's text would be a command to run
+	// later with every tool.
+	in := bus.Inbound{Channel: j.Channel, ChatID: j.To, SessionKey: "cron:" + j.ID, Text: j.Message, RestrictTools: j.Restricted}
 	if in.Channel == "" {
 		in.Channel, in.ChatID = bus.ChannelSystem, "cron-"+j.ID
 	}

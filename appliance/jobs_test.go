@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +266,57 @@ func TestDeliveryIsRecordedAsItWent(t *testing.T) {
 	res, _ := j["last_result"].(string)
 	if j["last_failed"] != true || !strings.HasPrefix(res, "error: delivery to web:no such chat failed: web: ") {
 		t.Errorf("after a failed delivery: %v", j)
+	}
+}
+
+// A job a sender nobody vouched for scheduled (over MQTT, where it has no
+// chat to deliver to, so its message goes to the agent when due) runs with
+// that sender's few tools: its text cannot become a command run later with
+// every tool.
+func TestRestrictedJobRunsWithRestrictedTools(t *testing.T) {
+	fake := newFake(t)
+	sys := newCore(t, fake)
+	marker := filepath.Join(sys.Cfg.WorkspaceDir(), "ran")
+	for _, restricted := range []bool{true, false} {
+		os.Remove(marker)
+		fake.Enqueue(providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "c1", Name: "exec", Args: `{"command":"touch ran"}`}}},
+			providertest.Reply{Content: "done"})
+		job := api.Job{ID: "jr", JobSpec: api.JobSpec{Message: "run touch ran", Channel: "mqtt", Restricted: restricted}}
+		if _, err := sys.runJob(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+		_, err := os.Stat(marker)
+		if ran := err == nil; ran == restricted {
+			t.Errorf("restricted=%v: the command ran=%v", restricted, ran)
+		}
+	}
+}
+
+// /cron, asked by a sender nobody vouched for, lists only the reminders
+// for its own chat; the owner's list is whole.
+func TestCronCommandShowsAStrangerOnlyItsJobs(t *testing.T) {
+	sys := newCore(t, newFake(t))
+	ctx := context.Background()
+	at := int64(3600)
+	for _, spec := range []api.JobSpec{
+		{Message: "stretch", Deliver: true, Channel: "web", To: "kitchen", Schedule: api.Schedule{AtSeconds: &at}},
+		{Message: "call the bank about the loan", Deliver: true, Channel: "web", To: "main", Schedule: api.Schedule{AtSeconds: &at}},
+	} {
+		if _, err := sys.Cron.Add(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask := func(restricted bool) string {
+		rep, err := sys.Agent.Process(ctx, bus.Inbound{Channel: "web", ChatID: "kitchen", SessionKey: "web:kitchen", Text: "/cron", RestrictTools: restricted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Text
+	}
+	if got := ask(true); !strings.Contains(got, "stretch") || strings.Contains(got, "bank") || !strings.Contains(got, "1 more job, for other chats") {
+		t.Errorf("a stranger's /cron:\n%s", got)
+	}
+	if got := ask(false); !strings.Contains(got, "bank") {
+		t.Errorf("the owner's /cron:\n%s", got)
 	}
 }

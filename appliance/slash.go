@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/perchhq/perch/appliance/agent"
-	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/tools"
@@ -16,12 +15,12 @@ import (
 // model, beyond the agent's own.
 func (s *System) registerChatCommands() {
 	s.Agent.RegisterChatCommand(agent.ChatCommand{Name: "/models", Help: "list the provider's models (/models <filter>)", Run: s.modelsCommand})
-	s.Agent.RegisterChatCommand(agent.ChatCommand{Name: "/cron", Help: "list scheduled jobs", Run: func(ctx context.Context, _ bus.Inbound, _ string) (string, error) {
+	s.Agent.RegisterChatCommand(agent.ChatCommand{Name: "/cron", Help: "list scheduled jobs", Run: func(ctx context.Context, in bus.Inbound, _ string) (string, error) {
 		jobs, err := s.Cron.List(ctx)
 		if err != nil {
 			return "", err
 		}
-		return api.FormatJobs(jobs), nil
+		return tools.ListJobs(jobs, tools.Call{Channel: in.Channel, ChatID: in.ChatID, Restricted: in.RestrictTools}), nil
 	}})
 	s.Agent.RegisterChatCommand(agent.ChatCommand{Name: "/sensors", Help: "read the configured sensors", Run: func(ctx context.Context, _ bus.Inbound, _ string) (string, error) {
 		return tools.SensorsReport(ctx, s.Sensors), nil

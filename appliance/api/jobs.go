@@ -33,6 +33,10 @@ type JobSpec struct {
 	Channel  string   `json:"channel,omitempty"`
 	To       string   `json:"to,omitempty"`
 	Schedule Schedule `json:"schedule"`
+	// Restricted says the job was added for a sender the owner has not
+	// vouched for: when due, the agent answers it with only the tools that
+	// cannot change the board, as it answered its sender.
+	Restricted bool `json:"restricted,omitempty"`
 }
 
 // Job is a scheduled job as listed: its spec, its id and its state.
@@ -94,6 +98,9 @@ func (j Job) Summary() string {
 	fmt.Fprintf(&sb, "%s  %s  %s  %q", j.ID, state, j.Schedule.Describe(), what)
 	if j.Deliver {
 		fmt.Fprintf(&sb, " → %s:%s", j.Channel, j.To)
+	}
+	if j.Restricted {
+		sb.WriteString(" (added by a sender nobody vouched for: read-only tools)")
 	}
 	if j.NextRun != nil {
 		sb.WriteString(", next at " + j.NextRun.Local().Format("2006-01-02 15:04:05 MST"))

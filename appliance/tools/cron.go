@@ -34,14 +34,14 @@ func NewCron(jobs api.Jobs, target func() (channel, chatID string)) Tool {
 			"channel":       String("channel to deliver to (default: this conversation's)"),
 			"chat_id":       String("chat to deliver to (default: this conversation's)"),
 		}, "action"),
-		MutatingCall: cronMutates,
+		MutatingCall: func(ctx context.Context, a Args) bool { return cronMutates(ctx, a, jobs) },
 		Run: func(ctx context.Context, a Args) Result {
 			switch a.String("action") {
 			case "add":
 				call := CallFrom(ctx)
 				spec := api.JobSpec{
 					Message: a.String("message"), Command: a.String("command"),
-					Deliver: true, Channel: call.Channel, To: call.ChatID,
+					Deliver: true, Channel: call.Channel, To: call.ChatID, Restricted: call.Restricted,
 					Schedule: api.Schedule{CronExpr: a.String("cron_expr"), TZ: a.String("tz")},
 				}
 				if a.Has("deliver") {
@@ -88,7 +88,7 @@ func NewCron(jobs api.Jobs, target func() (channel, chatID string)) Tool {
 				if err != nil {
 					return Errorf("cron list: %v", err)
 				}
-				return Text(api.FormatJobs(list))
+				return Text(ListJobs(list, CallFrom(ctx)))
 			case "remove", "enable", "disable":
 				id := a.String("job_id")
 				if id == "" {
@@ -141,20 +141,58 @@ func added(j api.Job) string {
 	return sb.String()
 }
 
+// ListJobs renders the jobs a call may see. A sender nobody vouched for
+// sees only the jobs that deliver to its own chat: the others are the
+// owner's (their reminders, commands, chats and last results).
+func ListJobs(list []api.Job, call Call) string {
+	if !call.Restricted {
+		return api.FormatJobs(list)
+	}
+	var own []api.Job
+	for _, j := range list {
+		if ownJob(call, j) {
+			own = append(own, j)
+		}
+	}
+	out := api.FormatJobs(own)
+	if n := len(list) - len(own); n > 0 {
+		out += fmt.Sprintf("\n(%d more job%s, for other chats, not shown)", n, plural(n))
+	}
+	return out
+}
+
+// ownJob reports whether j is a plain reminder to the call's own chat, the
+// kind of job a restricted sender may add, and so may see and change.
+func ownJob(call Call, j api.Job) bool {
+	return j.Deliver && j.Command == "" && call.Channel != "" && call.ChatID != "" &&
+		j.Channel == call.Channel && j.To == call.ChatID
+}
+
 // cronMutates tells the cron calls that change the board: removing or
 // switching jobs, and adding one that runs a command, hands its message to
 // the agent later (with every tool) or delivers to another chat. A plain
 // reminder to the current chat is harmless.
-func cronMutates(ctx context.Context, a Args) bool {
+func cronMutates(ctx context.Context, a Args, jobs api.Jobs) bool {
+	call := CallFrom(ctx)
 	switch a.String("action") {
 	case "list":
 		return false
 	case "add":
-		call := CallFrom(ctx)
 		if strings.TrimSpace(a.String("command")) != "" || (a.Has("deliver") && !a.Bool("deliver")) {
 			return true
 		}
 		return otherChat(call, a.String("channel"), a.String("chat_id"))
+	case "remove", "enable", "disable":
+		// A sender may take back the reminders it set for its own chat.
+		if id := a.String("job_id"); id != "" && jobs != nil {
+			if list, err := jobs.List(ctx); err == nil {
+				for _, j := range list {
+					if j.ID == id {
+						return !ownJob(call, j)
+					}
+				}
+			}
+		}
 	}
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -13,14 +14,23 @@ import (
 )
 
 // fakeJobs counts what the cron tool would change.
-type fakeJobs struct{ added int }
+type fakeJobs struct {
+	added   int
+	list    []api.Job
+	removed []string
+}
 
-func (f *fakeJobs) List(context.Context) ([]api.Job, error) { return nil, nil }
+func (f *fakeJobs) List(context.Context) ([]api.Job, error) { return f.list, nil }
 func (f *fakeJobs) Add(_ context.Context, s api.JobSpec) (api.Job, error) {
 	f.added++
-	return api.Job{ID: "j1", JobSpec: s}, nil
+	j := api.Job{ID: fmt.Sprintf("j%d", f.added), JobSpec: s}
+	f.list = append(f.list, j)
+	return j, nil
 }
-func (f *fakeJobs) Remove(context.Context, string) (api.Job, error) { return api.Job{}, nil }
+func (f *fakeJobs) Remove(_ context.Context, id string) (api.Job, error) {
+	f.removed = append(f.removed, id)
+	return api.Job{}, nil
+}
 func (f *fakeJobs) SetEnabled(context.Context, string, bool) (api.Job, error) {
 	return api.Job{}, nil
 }
@@ -138,6 +148,46 @@ func TestRestrictedCallsThatChangeTheBoardAreRefused(t *testing.T) {
 	owner := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "5"})
 	if res := r.Execute(owner, "cron", `{"action":"remove","job_id":"j9"}`); strings.Contains(res.ForLLM, "refused") {
 		t.Errorf("an unrestricted call was refused: %s", res.ForLLM)
+	}
+}
+
+// A sender nobody vouched for sees only the reminders for its own chat,
+// may take those back, and every job it adds is marked to run with the
+// same few tools when due.
+func TestRestrictedSenderHasOnlyItsOwnJobs(t *testing.T) {
+	jobs := &fakeJobs{list: []api.Job{
+		{ID: "own1", JobSpec: api.JobSpec{Message: "stretch", Deliver: true, Channel: "telegram", To: "5"}},
+		{ID: "owner1", JobSpec: api.JobSpec{Message: "call the bank about the loan", Deliver: true, Channel: "telegram", To: "1"}},
+		{ID: "owner2", JobSpec: api.JobSpec{Command: "backup --key s3cr3t", Channel: "telegram", To: "5"}},
+	}}
+	var sent []string
+	r := boardTools(t, jobs, &sent)
+	stranger := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "5", SessionKey: "telegram:5", Restricted: true})
+	res := r.Execute(stranger, "cron", `{"action":"list"}`)
+	if !strings.Contains(res.ForLLM, "own1") || strings.Contains(res.ForLLM, "bank") || strings.Contains(res.ForLLM, "s3cr3t") ||
+		!strings.Contains(res.ForLLM, "2 more jobs, for other chats, not shown") {
+		t.Errorf("a stranger's list:\n%s", res.ForLLM)
+	}
+	for id, refused := range map[string]bool{"own1": false, "owner1": true, "owner2": true, "nosuch": true} {
+		res := r.Execute(stranger, "cron", `{"action":"remove","job_id":"`+id+`"}`)
+		if got := strings.Contains(res.ForLLM, "refused"); got != refused {
+			t.Errorf("remove %s: %s", id, res.ForLLM)
+		}
+	}
+	if strings.Join(jobs.removed, ",") != "own1" {
+		t.Errorf("removed %v", jobs.removed)
+	}
+	r.Execute(stranger, "cron", `{"action":"add","message":"drink water","at_seconds":60}`)
+	if j := jobs.list[len(jobs.list)-1]; !j.Restricted || j.To != "5" {
+		t.Errorf("a stranger's job %+v is not marked restricted", j)
+	}
+	owner := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "1"})
+	if res := r.Execute(owner, "cron", `{"action":"list"}`); !strings.Contains(res.ForLLM, "bank") || strings.Contains(res.ForLLM, "not shown") {
+		t.Errorf("the owner's list:\n%s", res.ForLLM)
+	}
+	r.Execute(owner, "cron", `{"action":"add","message":"water","at_seconds":60}`)
+	if j := jobs.list[len(jobs.list)-1]; j.Restricted {
+		t.Errorf("the owner's job %+v is marked restricted", j)
 	}
 }
 
