@@ -16,6 +16,11 @@ import (
 // Workspace files read into the system prompt, in this order.
 var promptFiles = []string{"AGENT.md", "IDENTITY.md", "USER.md", "memory/MEMORY.md"}
 
+// privatePromptFiles are about the owner: they are left out of the prompt
+// of a turn for a sender nobody vouched for, who could otherwise ask the
+// model what it knows about its owner.
+var privatePromptFiles = map[string]bool{"USER.md": true, "memory/MEMORY.md": true}
+
 // maxPromptFile caps each file so a runaway memory file cannot eat the
 // model's context.
 const maxPromptFile = 16 << 10
@@ -33,6 +38,9 @@ type promptBuilder struct {
 	toolCount int
 	toolText  string
 	head      string // static + toolText, made once for both
+	// public and publicHead are static and head without the private
+	// files, made when a restricted turn first needs them.
+	public, publicHead string
 }
 
 func newPromptBuilder(dir string) *promptBuilder { return &promptBuilder{dir: dir} }
@@ -52,19 +60,29 @@ func (b *promptBuilder) parts(reg *tools.Registry, in bus.Inbound, key string) (
 		b.checked = time.Now()
 		if st := b.fileStamp(); st != b.stamp || b.static == "" {
 			b.stamp = st
-			b.static = b.readStatic()
-			b.head = ""
+			b.static = b.readStatic(true)
+			b.head, b.public, b.publicHead = "", "", ""
 		}
 	}
 	if n := reg.Count(); n != b.toolCount || b.toolText == "" {
 		b.toolCount = n
 		b.toolText = "## Tools\n" + strings.Join(reg.Summaries(), "\n") + "\n"
-		b.head = ""
+		b.head, b.publicHead = "", ""
 	}
-	if b.head == "" {
-		b.head = b.static + b.toolText
+	if in.RestrictTools {
+		if b.public == "" {
+			b.public = b.readStatic(false)
+		}
+		if b.publicHead == "" {
+			b.publicHead = b.public + b.toolText
+		}
+		head = b.publicHead
+	} else {
+		if b.head == "" {
+			b.head = b.static + b.toolText
+		}
+		head = b.head
 	}
-	head = b.head
 	b.mu.Unlock()
 
 	// Written piece by piece rather than with fmt: this runs every turn,
@@ -118,12 +136,17 @@ func (b *promptBuilder) fileStamp() string {
 	return sb.String()
 }
 
-func (b *promptBuilder) readStatic() string {
+// readStatic reads the workspace part of the prompt, with the files about
+// the owner when private is set.
+func (b *promptBuilder) readStatic(private bool) string {
 	var sb strings.Builder
 	sb.WriteString("You are Perch, an AI agent running on a small Linux board. You answer chat messages, " +
 		"use tools to act, and keep answers short and plain.\n")
 	fmt.Fprintf(&sb, "Your workspace is %s; file tools and shell commands work inside it.\n\n", b.dir)
 	for _, f := range promptFiles {
+		if privatePromptFiles[f] && !private {
+			continue
+		}
 		data, err := os.ReadFile(filepath.Join(b.dir, filepath.FromSlash(f)))
 		if err != nil || len(strings.TrimSpace(string(data))) == 0 {
 			continue

@@ -3,10 +3,13 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/provider/providertest"
 	"github.com/perchhq/perch/appliance/tools"
@@ -157,3 +160,33 @@ func TestReplayedTurnDoesNotStoreItsMessageTwice(t *testing.T) {
 }
 
 func toJSONString(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// The files about the owner (USER.md, the memory) stay out of the prompt
+// of a turn for a sender nobody vouched for, who could otherwise ask the
+// model what it knows about its owner; the persona stays in.
+func TestRestrictedTurnDoesNotSeeTheOwnersFiles(t *testing.T) {
+	ws := t.TempDir()
+	f := newFixture(t, func(o *agent.Options) { o.Workspace = ws })
+	os.MkdirAll(filepath.Join(ws, "memory"), 0o700)
+	os.WriteFile(filepath.Join(ws, "IDENTITY.md"), []byte("You are called Wren."), 0o600)
+	os.WriteFile(filepath.Join(ws, "USER.md"), []byte("The owner is Ada; she lives at 5 Elm Street."), 0o600)
+	os.WriteFile(filepath.Join(ws, "memory", "MEMORY.md"), []byte("Ada's door code is 4711."), 0o600)
+	system := func(restricted bool) string {
+		f.fake.Enqueue(providertest.Reply{Content: "ok"})
+		msg := bus.Inbound{Channel: "telegram", ChatID: "5", SessionKey: "telegram:5", Text: "what do you know about your owner?", RestrictTools: restricted}
+		if _, err := f.loop.Process(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+		reqs := f.fake.Requests()
+		return reqs[len(reqs)-1].Body.Messages[0].Content
+	}
+	for _, restricted := range []bool{true, false, true} {
+		s := system(restricted)
+		if !strings.Contains(s, "Wren") {
+			t.Errorf("restricted=%v: the persona is missing", restricted)
+		}
+		if private := strings.Contains(s, "Elm Street") || strings.Contains(s, "4711"); private == restricted {
+			t.Errorf("restricted=%v: the owner's files in the prompt: %v", restricted, private)
+		}
+	}
+}

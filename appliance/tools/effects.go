@@ -31,6 +31,23 @@ func (f Func) Mutates(ctx context.Context, args Args) bool {
 	return f.Mutating || (f.MutatingCall != nil && f.MutatingCall(ctx, args))
 }
 
+// Private is implemented by tools some of whose calls read what is the
+// owner's: the files in the workspace (notes, memory, what earlier turns
+// wrote). A turn for a sender nobody vouched for has those calls refused.
+type Private interface {
+	ReadsPrivate(ctx context.Context, args Args) bool
+}
+
+// ReadsPrivate implements Private.
+func (f Func) ReadsPrivate(ctx context.Context, args Args) bool {
+	return f.PrivateCall != nil && f.PrivateCall(ctx, args)
+}
+
+func readsPrivate(ctx context.Context, t Tool, args Args) bool {
+	p, ok := t.(Private)
+	return ok && p.ReadsPrivate(ctx, args)
+}
+
 // mutates reports whether running t with args changes the board.
 func mutates(ctx context.Context, t Tool, args Args) bool {
 	m, ok := t.(Mutator)
@@ -90,6 +107,13 @@ func refusal(name string, call Call) Result {
 		"Tell the user the owner can allow it: %s", name, restrictedSource(call), restrictedFix(call))
 }
 
+// privateRefusal is the result a restricted call that would read the
+// owner's files gets.
+func privateRefusal(name string, call Call) Result {
+	return Errorf("%s refused: the workspace holds the owner's files, which only senders the owner approved may read (this is %s); "+
+		"skills/ is open to everyone. Tell the user the owner can allow it: %s", name, restrictedSource(call), restrictedFix(call))
+}
+
 func restrictedSource(call Call) string {
 	if call.RestrictedBy != "" {
 		call.Channel = call.RestrictedBy
@@ -125,7 +149,8 @@ func RestrictionNote(channel string, withheld []string) string {
 	if len(withheld) > 0 {
 		fmt.Fprintf(&sb, "these tools are withheld: %s; ", strings.Join(withheld, ", "))
 	}
-	sb.WriteString("calls that write to hardware, change scheduled jobs or message other chats are refused. ")
+	sb.WriteString("calls that write to hardware, change scheduled jobs or message other chats are refused, " +
+		"and so is reading the workspace's files outside skills/ (they are the owner's). ")
 	fmt.Fprintf(&sb, "If the user asks for such things, explain that the owner can allow them: %s.\n", restrictedFix(call))
 	return sb.String()
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -200,5 +202,49 @@ func TestRestrictionNoteNamesTheSetting(t *testing.T) {
 	}
 	if note := RestrictionNote("mqtt", nil); !strings.Contains(note, "mqtt.allow_all_tools") {
 		t.Errorf("MQTT note: %s", note)
+	}
+}
+
+// A sender nobody vouched for may read the skills, the agent's own
+// instructions, and nothing else in the workspace: the rest is the
+// owner's.
+func TestRestrictedReadsOnlyTheSkills(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "skills", "water"), 0o700)
+	os.MkdirAll(filepath.Join(dir, "memory"), 0o700)
+	os.WriteFile(filepath.Join(dir, "skills", "water", "SKILL.md"), []byte("Water at dawn."), 0o600)
+	os.WriteFile(filepath.Join(dir, "memory", "MEMORY.md"), []byte("door code 4711"), 0o600)
+	r := NewRegistry(slog.New(slog.DiscardHandler))
+	for _, tool := range NewFS(FSOptions{Dir: dir, Restrict: true}) {
+		r.Register(tool)
+	}
+	stranger := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "5", Restricted: true})
+	owner := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "5"})
+	for _, tc := range []struct {
+		tool, path string
+		refused    bool
+	}{
+		{"read_file", "skills/water/SKILL.md", false},
+		{"read_file", filepath.Join(dir, "skills", "water", "SKILL.md"), false},
+		{"list_dir", "skills", false},
+		{"list_dir", "./skills/", false},
+		{"read_file", "memory/MEMORY.md", true},
+		{"read_file", "skills/../memory/MEMORY.md", true},
+		{"read_file", filepath.Join(dir, "memory", "MEMORY.md"), true},
+		{"read_file", "skillsx/a", true},
+		{"list_dir", ".", true},
+		{"list_dir", "memory", true},
+	} {
+		res := r.Execute(stranger, tc.tool, `{"path":"`+tc.path+`"}`)
+		refused := strings.Contains(res.ForLLM, "refused: the workspace holds the owner's files")
+		if refused != tc.refused || strings.Contains(res.ForLLM, "4711") {
+			t.Errorf("%s %s: %s", tc.tool, tc.path, res.ForLLM)
+		}
+		if refused && !strings.Contains(res.ForLLM, "channels.telegram.allow_from") {
+			t.Errorf("the refusal does not name the setting: %s", res.ForLLM)
+		}
+	}
+	if res := r.Execute(owner, "read_file", `{"path":"memory/MEMORY.md"}`); !strings.Contains(res.ForLLM, "4711") {
+		t.Errorf("the owner's read: %s", res.ForLLM)
 	}
 }

@@ -73,7 +73,8 @@ func NewFS(opts FSOptions) []Tool {
 				"path":   path,
 				"offset": Integer("Byte offset to start reading at, from a truncation note; default 0.", Bound(0), nil),
 			}, "path"),
-			Run: w.readFile,
+			Run:         w.readFile,
+			PrivateCall: w.private,
 		},
 		Func{
 			ToolName:        "write_file",
@@ -112,9 +113,30 @@ func NewFS(opts FSOptions) []Tool {
 			Params: Object(map[string]*Property{
 				"path": String("Directory path, relative to the workspace; \".\" is the workspace."),
 			}, "path"),
-			Run: w.listDir,
+			Run:         w.listDir,
+			PrivateCall: w.private,
 		},
 	}
+}
+
+// publicDir is the one part of the workspace a sender nobody vouched for
+// may read: the skills, which are instructions for the agent itself.
+const publicDir = "skills"
+
+// private reports whether a call's path lies outside publicDir: the rest
+// of the workspace is the owner's (notes, memory, files earlier turns
+// wrote).
+func (w *workspace) private(_ context.Context, args Args) bool {
+	p := filepath.FromSlash(args.String("path"))
+	if filepath.IsAbs(p) {
+		rel, err := filepath.Rel(w.dir, p)
+		if err != nil {
+			return true
+		}
+		p = rel
+	}
+	p = filepath.Clean(p)
+	return p != publicDir && !strings.HasPrefix(p, publicDir+string(filepath.Separator))
 }
 
 // workspace holds the file tools' shared state: only configuration. The

@@ -209,6 +209,10 @@ func (r *Registry) run(ctx context.Context, t Tool, args Args) (res Result) {
 		r.log.Info("tool call refused for a restricted sender", "tool", name, "session", call.SessionKey)
 		return refusal(name, call)
 	}
+	if call.Restricted && readsPrivate(ctx, t, args) {
+		r.log.Info("tool call refused for a restricted sender", "tool", name, "session", call.SessionKey, "reason", "the owner's files")
+		return privateRefusal(name, call)
+	}
 	start := time.Now()
 	defer func() {
 		// A panicking tool must not take the gateway down with it.
@@ -246,6 +250,9 @@ type Func struct {
 	// MutatingCall, when set, tells which calls change the board (i2c
 	// write): restricted turns have them refused.
 	MutatingCall func(ctx context.Context, args Args) bool
+	// PrivateCall, when set, tells which calls read what is the owner's
+	// (the workspace's files): restricted turns have them refused.
+	PrivateCall func(ctx context.Context, args Args) bool
 }
 
 // Name implements Tool.
