@@ -161,6 +161,11 @@ func TestStripName(t *testing.T) {
 		{"ask the Perch Bot now", "Perch Bot", "ask the now", true},
 		{"Перч, привет", "Перч", "привет", true},
 		{"nothing here", "", "nothing here", false},
+		// The user's lines and indents stay as typed.
+		{"Perch, why does this fail?\n```\nfor i in x:\n    print(i)\n```", "Perch", "why does this fail?\n```\nfor i in x:\n    print(i)\n```", true},
+		{"@perch\n- one\n- two", "perch", "- one\n- two", true},
+		{"list:\n1. a @perch\n2. b", "perch", "list:\n1. a\n2. b", true},
+		{"a  b @perch  c", "perch", "a  b c", true},
 	} {
 		got, ok := StripName(tc.text, tc.name)
 		if got != tc.want || ok != tc.ok {

@@ -109,12 +109,26 @@ func StripName(text, name string) (string, bool) {
 			for end < len(text) && strings.ContainsRune(",:;!", rune(text[end])) {
 				end++
 			}
-			out := strings.TrimSpace(text[:start]) + " " + strings.TrimSpace(text[end:])
-			return strings.Join(strings.Fields(out), " "), true
+			return Cut(text, start, end), true
 		}
 		from = i + 1
 	}
 	return text, false
+}
+
+// Cut returns text without text[start:end] (a mention of the bot). The gap
+// closes to one space within a line and to nothing at a line's edge; the
+// rest keeps its line breaks and indents, which a code block or a list the
+// user sent needs to mean what it meant.
+func Cut(text string, start, end int) string {
+	before := strings.TrimRight(text[:start], " \t")
+	after := strings.TrimLeft(text[end:], " \t")
+	sep := " "
+	if before == "" || after == "" || strings.HasSuffix(before, "\n") || strings.HasPrefix(after, "\n") || strings.HasPrefix(after, "\r") {
+		sep = ""
+	}
+	out := strings.TrimLeft(before+sep+after, "\r\n")
+	return strings.TrimRight(out, " \t\r\n")
 }
 
 // wordBoundary reports whether byte i of s is outside a word (or outside s).

@@ -228,17 +228,25 @@ func TestGroupMessagesNeedAMentionOrAReply(t *testing.T) {
 	sent := fake.WaitSent(2, 10*time.Second)
 	e.deliver(t, ev(linetest.Event{Text: "and the roses too", QuotedMessageID: sent[0].ID}))
 	fake.WaitSent(3, 10*time.Second)
+	// The mention goes; the user's lines stay.
+	e.deliver(t, ev(linetest.Event{Text: "@Perch summarise:\n1. a\n2. b", SelfMention: true, MentionIndex: 0, MentionLength: 6}))
+	fake.WaitSent(4, 10*time.Second)
+	// In a one-to-one chat nothing is taken out: the bot's name is a word.
+	e.deliver(t, fake.NewEvent(linetest.Event{UserID: alice, Text: "What does a perch eat?"}))
+	fake.WaitSent(5, 10*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	var seen []string
 	for _, r := range e.h.Provider.Requests() {
 		seen = append(seen, providertest.LastUser(r.Body))
 	}
-	want := "what time is it|water the plants|and the roses too"
+	want := "what time is it|water the plants|and the roses too|summarise:\n1. a\n2. b|What does a perch eat?"
 	if strings.Join(seen, "|") != want {
 		t.Errorf("the model saw %q, want %q", seen, want)
 	}
-	if len(fake.Loadings()) != 0 {
-		t.Errorf("loading animations %+v in a group (LINE has none there)", fake.Loadings())
+	for _, l := range fake.Loadings() {
+		if l.ChatID == group {
+			t.Errorf("loading animation %+v in a group (LINE has none there)", l)
+		}
 	}
 }
 

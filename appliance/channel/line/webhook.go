@@ -163,6 +163,11 @@ func (c *Channel) message(ev event) (channel.Message, bool) {
 	switch em.Type {
 	case "text":
 		m.Text = em.Text
+		// Only a group needs to be told who is addressed; in a one-to-one
+		// chat "What does a perch eat?" means the fish.
+		if !m.IsGroup {
+			break
+		}
 		if em.Mention != nil {
 			for _, mt := range em.Mention.Mentionees {
 				if mt.IsSelf || (botID != "" && mt.UserID == botID) {
@@ -204,8 +209,8 @@ func cutUTF16(s string, off, n int) string {
 	if off < 0 || n <= 0 || off+n > len(u) {
 		return s
 	}
-	out := string(utf16.Decode(u[:off])) + string(utf16.Decode(u[off+n:]))
-	return strings.Join(strings.Fields(out), " ")
+	before := string(utf16.Decode(u[:off]))
+	return channel.Cut(before+string(utf16.Decode(u[off+n:])), len(before), len(before))
 }
 
 // content is an attachment downloaded from the data API (or, for content

@@ -55,7 +55,11 @@ func (c *Channel) message(tm *message) channel.Message {
 		if tm.ReplyToMessage != nil && tm.ReplyToMessage.From != nil && tm.ReplyToMessage.From.ID == me.ID {
 			m.ReplyToBot = true
 		}
-		text, m.Mentioned = mention(text, entities, me)
+		if m.IsGroup {
+			// Only a group needs to be told who is addressed; in a
+			// private chat "What do perch eat?" means the fish.
+			text, m.Mentioned = mention(text, entities, me)
+		}
 	}
 	m.Text = text
 	m.Media = c.media(tm)
@@ -72,8 +76,8 @@ func mention(text string, entities []entity, me *user) (string, bool) {
 		if off < 0 || off+n > len(units) {
 			return text
 		}
-		out := string(utf16.Decode(units[:off])) + string(utf16.Decode(units[off+n:]))
-		return strings.Join(strings.Fields(out), " ")
+		before := string(utf16.Decode(units[:off]))
+		return channel.Cut(before+string(utf16.Decode(units[off+n:])), len(before), len(before))
 	}
 	sub := func(off, n int) string {
 		if off < 0 || off+n > len(units) {
@@ -94,7 +98,14 @@ func mention(text string, entities []entity, me *user) (string, bool) {
 		case "bot_command":
 			// "/help@perch_bot": kept whole, the agent's command parser
 			// strips the address.
-			if me.Username != "" && strings.HasSuffix(strings.ToLower(sub(e.Offset, e.Length)), "@"+strings.ToLower(me.Username)) {
+			cmd := strings.ToLower(sub(e.Offset, e.Length))
+			if me.Username != "" && strings.HasSuffix(cmd, "@"+strings.ToLower(me.Username)) {
+				return text, true
+			}
+			// A bare "/status" that opens the message is for every bot in
+			// the group, this one included: Telegram delivers commands to
+			// bots in privacy mode for that reason.
+			if e.Offset == 0 && !strings.Contains(cmd, "@") {
 				return text, true
 			}
 		}

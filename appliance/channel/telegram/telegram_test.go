@@ -204,6 +204,15 @@ func TestGroupMessagesNeedAMentionOrAReply(t *testing.T) {
 		{group(telegramtest.Message{Text: "Perch, water the plants"}), "water the plants"},
 		{group(telegramtest.Message{Text: "perchance it rains"}), ""},
 		{telegramtest.Message{From: alice, Text: "no mention needed here"}, "no mention needed here"},
+		// The mention goes; the user's lines and indents stay.
+		{group(telegramtest.Message{Text: "@perch_test_bot why does this fail?\n```\nfor i in x:\n    print(i)\n```", Entities: []map[string]any{mention}}),
+			"why does this fail?\n```\nfor i in x:\n    print(i)\n```"},
+		// A bare command in a group is for every bot there; one addressed
+		// to another bot is not for this one.
+		{group(telegramtest.Message{Text: "/weather", Entities: []map[string]any{{"type": "bot_command", "offset": 0, "length": 8}}}), "/weather"},
+		{group(telegramtest.Message{Text: "/weather@other_bot", Entities: []map[string]any{{"type": "bot_command", "offset": 0, "length": 18}}}), ""},
+		// In a private chat nothing is taken out: the bot's name is a word.
+		{telegramtest.Message{From: alice, Text: "What do perch eat?"}, "What do perch eat?"},
 	}
 	want := 0
 	for _, c := range cases {
