@@ -92,6 +92,10 @@ type Outbound struct {
 	// deliveries and tool messages). A reply with an InboxID and no text
 	// or media only clears the entry.
 	InboxID uint64
+	// Delivered counts the units of this message (its text's parts, then
+	// its media) an earlier attempt delivered; sending it again sends only
+	// the rest, so the chat never reads a part twice.
+	Delivered int `json:",omitempty"`
 }
 
 // ErrFull is returned when a queue has no room; the caller decides whether to

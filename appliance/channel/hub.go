@@ -100,6 +100,9 @@ type entry struct {
 	Turns   int           `json:"turns"` // turns started for it
 	Reply   *bus.Outbound `json:"reply,omitempty"`
 	Tries   int           `json:"tries,omitempty"` // failed sends of Reply
+	// NotBefore is when the platform asked not to be sent to again
+	// (a 429's retry_after longer than a send waits).
+	NotBefore time.Time `json:"not_before,omitzero"`
 }
 
 // maxTurns bounds how often one message's turn is started: a message whose
@@ -262,7 +265,8 @@ func (h *Hub) Settle(out bus.Outbound, err error) {
 	case err == nil:
 		h.clear(out.InboxID)
 	case KindOf(err) == Transient || KindOf(err) == RateLimited:
-		h.keepReply(out)
+		h.keepReply(out, err)
+		h.poke()
 	default:
 		h.log.Warn("a reply failed for good; its message is dropped from the inbox", "channel", out.Channel, "chat", out.ChatID, "err", err)
 		h.clear(out.InboxID)
@@ -281,8 +285,10 @@ func (h *Hub) clear(id uint64) {
 	}
 }
 
-// keepReply stores out in its inbox entry for the sweeper.
-func (h *Hub) keepReply(out bus.Outbound) {
+// keepReply stores out in its inbox entry for the sweeper, with what
+// failed: how much of it was delivered, and how long the platform asked to
+// be left alone.
+func (h *Hub) keepReply(out bus.Outbound, failed error) {
 	if h.o.Store == nil {
 		return
 	}
@@ -290,14 +296,20 @@ func (h *Hub) keepReply(out bus.Outbound) {
 	if !ok {
 		return
 	}
+	out.Delivered = max(out.Delivered, Delivered(failed))
 	e.Reply = &out
 	e.Tries++
+	e.NotBefore = time.Time{}
+	var se *SendError
+	if errors.As(failed, &se) && se.RetryAfter > 0 {
+		e.NotBefore = h.o.Now().Add(se.RetryAfter)
+	}
 	if err := h.save(out.InboxID, e); err != nil {
 		h.log.Error("cannot keep an unsent reply", "channel", out.Channel, "chat", out.ChatID, "err", err)
 		return
 	}
-	h.log.Info("the reply could not be sent yet; it will be sent again", "channel", out.Channel, "chat", out.ChatID)
-	h.poke()
+	h.log.Info("the reply could not be sent yet; it will be sent again", "channel", out.Channel, "chat", out.ChatID,
+		"delivered_parts", out.Delivered, "err", failed)
 }
 
 func (h *Hub) load(id uint64) (entry, bool) {
@@ -510,6 +522,10 @@ func (h *Hub) sweepOnce() bool {
 			h.clear(it.id)
 			continue
 		}
+		if now.Before(it.e.NotBefore) {
+			pending = true
+			continue
+		}
 		ctx, cancel := context.WithTimeout(h.ctx, 2*time.Minute)
 		err := send(ctx, out)
 		cancel()
@@ -520,6 +536,7 @@ func (h *Hub) sweepOnce() bool {
 			h.Settle(out, err)
 			continue
 		}
+		h.keepReply(out, err)
 		pending = true
 	}
 	return pending

@@ -447,3 +447,50 @@ func TestHubConnectsCountsConnectionsComingUp(t *testing.T) {
 		t.Fatalf("after reconnecting: %d, want 2", n)
 	}
 }
+
+// A reply that failed after some of its parts were delivered is sent again
+// from the first undelivered part, and not before the wait the platform
+// asked for.
+func TestAPartlySentReplyResumesAfterTheWaitAsked(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	var mu sync.Mutex
+	var calls []int // out.Delivered at each send
+	r.hub.Start(context.Background(), func(_ context.Context, out bus.Outbound) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, out.Delivered)
+		if len(calls) == 1 {
+			return Partial(3, RetryAfter(10*time.Minute, errors.New("429 Too Many Requests")))
+		}
+		return nil
+	})
+	in.Receive(context.Background(), Message{EventID: "e", ChatID: "5", SenderID: "1", Text: "tell me everything"})
+	ins := r.inbound(200 * time.Millisecond)
+	if len(ins) != 1 {
+		t.Fatalf("%d inbound", len(ins))
+	}
+	r.hub.Settle(bus.Outbound{Channel: "telegram", ChatID: "5", Text: "a long answer", InboxID: ins[0].InboxID}, Partial(2, errors.New("connection reset")))
+	sends := func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int(nil), calls...)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sends()) < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.hub.poke()
+	time.Sleep(500 * time.Millisecond)
+	if got := sends(); fmt.Sprint(got) != "[2]" {
+		t.Fatalf("sends from part %v; want one from part 2, then none during the 10 minutes asked", got)
+	}
+	r.advance(11 * time.Minute)
+	r.hub.poke()
+	for r.inboxLen() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := sends(); fmt.Sprint(got) != "[2 3]" || r.inboxLen() != 0 {
+		t.Errorf("sends from part %v, inbox %d; want part 2, then part 3 after the wait", got, r.inboxLen())
+	}
+}

@@ -74,6 +74,34 @@ func RetryAfter(d time.Duration, err error) error {
 	return &SendError{Kind: RateLimited, RetryAfter: d, Err: err}
 }
 
+// PartialError is the failure of a message whose first Delivered units
+// (text parts, then media) reached the chat: a retry sends only the rest.
+type PartialError struct {
+	Delivered int
+	Err       error
+}
+
+func (e *PartialError) Error() string { return e.Err.Error() }
+func (e *PartialError) Unwrap() error { return e.Err }
+
+// Partial wraps err, the failure of a message's unit n, saying that units
+// 0 to n-1 were delivered.
+func Partial(n int, err error) error {
+	if err == nil || n <= 0 {
+		return err
+	}
+	return &PartialError{Delivered: n, Err: err}
+}
+
+// Delivered is how many units of a message err says were delivered.
+func Delivered(err error) int {
+	var pe *PartialError
+	if errors.As(err, &pe) {
+		return pe.Delivered
+	}
+	return 0
+}
+
 // KindOf returns err's FailKind (Transient for unclassified errors).
 func KindOf(err error) FailKind {
 	var se *SendError
@@ -223,14 +251,16 @@ func (s *Sender) Do(ctx context.Context, what string, fn func(ctx context.Contex
 }
 
 // SendParts sends parts in order through send, which gets each part's text
-// and whether it carries markup. A part refused for its markup is sent
-// again as plain text; one refused as too long is split in halves and
-// sent as plain text. chat names the destination in logs.
-func (s *Sender) SendParts(ctx context.Context, chat string, parts []Part, f Format, send func(ctx context.Context, text string, formatted bool) error) error {
-	for _, p := range parts {
-		if err := s.sendPart(ctx, chat, p, f, send, 0); err != nil {
+// and whether it carries markup, starting at part from (the parts before
+// it reached the chat in an earlier attempt). A part refused for its
+// markup is sent again as plain text; one refused as too long is split in
+// halves and sent as plain text. chat names the destination in logs. A
+// failure says, as a PartialError, how many parts were delivered.
+func (s *Sender) SendParts(ctx context.Context, chat string, parts []Part, from int, f Format, send func(ctx context.Context, text string, formatted bool) error) error {
+	for i := max(from, 0); i < len(parts); i++ {
+		if err := s.sendPart(ctx, chat, parts[i], f, send, 0); err != nil {
 			s.failed(chat, err)
-			return err
+			return Partial(i, err)
 		}
 		if s.State != nil {
 			s.State.CountOut()

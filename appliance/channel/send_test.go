@@ -79,7 +79,7 @@ func TestSendPartsFallsBackToPlainTextAndSplitsWhatIsTooLong(t *testing.T) {
 	f := Format{Limit: 40, Render: TelegramHTML}
 	parts := Prepare("**Hello** there, this reply is long enough to need two parts of text.", f)
 	var got []string
-	err := s.SendParts(context.Background(), "c1", parts, f, func(_ context.Context, text string, formatted bool) error {
+	err := s.SendParts(context.Background(), "c1", parts, 0, f, func(_ context.Context, text string, formatted bool) error {
 		if formatted {
 			return Fail(BadFormat, errors.New("can't parse entities"))
 		}
@@ -106,7 +106,7 @@ func TestSendPartsFallsBackToPlainTextAndSplitsWhatIsTooLong(t *testing.T) {
 func TestSendPartsLogsAndRecordsAFailureForGood(t *testing.T) {
 	st := NewState("test")
 	s, logs := quietSender(st)
-	err := s.SendParts(context.Background(), "chat-7", []Part{{Text: "hi", Plain: "hi"}}, Format{Limit: 10},
+	err := s.SendParts(context.Background(), "chat-7", []Part{{Text: "hi", Plain: "hi"}}, 0, Format{Limit: 10},
 		func(context.Context, string, bool) error {
 			return Fail(Permanent, errors.New("bot was blocked by the user"))
 		})
@@ -135,5 +135,29 @@ func TestPrepareKeepsRenderedPartsWithinTheLimit(t *testing.T) {
 	}
 	if noSpace(strings.Join(plain, "")) != noSpace(md) {
 		t.Error("parts do not add up")
+	}
+}
+
+// SendParts starts at the part it is told the chat has, and a failure
+// names how many parts the chat has then, keeping the failure's kind.
+func TestSendPartsResumesAndCountsWhatWasDelivered(t *testing.T) {
+	s, _ := quietSender(NewState("test"))
+	parts := []Part{{Text: "a", Plain: "a"}, {Text: "b", Plain: "b"}, {Text: "c", Plain: "c"}, {Text: "d", Plain: "d"}}
+	var got []string
+	err := s.SendParts(context.Background(), "c1", parts, 1, Format{Limit: 10}, func(_ context.Context, text string, _ bool) error {
+		if text == "c" && len(got) == 1 {
+			return Fail(Permanent, errors.New("chat gone"))
+		}
+		got = append(got, text)
+		return nil
+	})
+	if strings.Join(got, "") != "b" || Delivered(err) != 2 || KindOf(err) != Permanent {
+		t.Fatalf("sent %q, err %v (delivered %d)", got, err, Delivered(err))
+	}
+	if err := s.SendParts(context.Background(), "c1", parts, 2, Format{Limit: 10}, func(_ context.Context, text string, _ bool) error {
+		got = append(got, text)
+		return nil
+	}); err != nil || strings.Join(got, "") != "bcd" {
+		t.Errorf("sent %q, %v; want each part once", got, err)
 	}
 }

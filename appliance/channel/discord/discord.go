@@ -280,10 +280,13 @@ func (c *Channel) work(ctx context.Context) {
 // Send posts out in its channel, the first part as a reply to the
 // message it answers, split at 2,000 characters.
 func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
-	replied := false
+	// The first unit, which answers the message, may have gone out in an
+	// earlier attempt.
+	replied := out.Delivered > 0
+	var parts []channel.Part
 	if strings.TrimSpace(out.Text) != "" {
-		parts := channel.Prepare(out.Text, c.format)
-		err := c.sender.SendParts(ctx, out.ChatID, parts, c.format, func(ctx context.Context, text string, formatted bool) error {
+		parts = channel.Prepare(out.Text, c.format)
+		err := c.sender.SendParts(ctx, out.ChatID, parts, out.Delivered, c.format, func(ctx context.Context, text string, formatted bool) error {
 			data := messageSend{Content: text, AllowedMentions: noPings()}
 			if !replied && out.ReplyTo != "" {
 				data.Reference = reference(out)
@@ -298,7 +301,11 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 			return err
 		}
 	}
-	for _, m := range out.Media {
+	for i, m := range out.Media {
+		unit := len(parts) + i
+		if unit < out.Delivered {
+			continue
+		}
 		f, err := channel.OpenMedia(m, uploadMax)
 		if err != nil {
 			c.log.Warn("a file could not be sent", "chat", out.ChatID, "err", err)
@@ -319,7 +326,7 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 		if err != nil {
 			c.log.Warn("sending a file failed", "chat", out.ChatID, "err", err)
 			c.state.Fail(fmt.Errorf("sending a file to chat %s failed: %w", out.ChatID, err))
-			return err
+			return channel.Partial(unit, err)
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/perchhq/perch/appliance/gateway/gatewaytest"
 
+	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/channel/channeltest"
 	"github.com/perchhq/perch/appliance/channel/line"
@@ -490,4 +491,37 @@ func restartOptions(dir string, prov ...*providertest.Server) channeltest.Option
 		o.Provider = prov[0]
 	}
 	return o
+}
+
+// A reply sent again after its first messages were delivered sends only
+// the rest, by push (the reply token and the quote went with the first),
+// and a failure says how many messages were delivered before it.
+func TestAPartlySentReplyResumesWhereItStopped(t *testing.T) {
+	fake := newFake(t)
+	e := start(t, fake, channeltest.Options{}, nil, fastOptions())
+	var sb strings.Builder
+	for i := 0; sb.Len() < 33000; i++ {
+		sb.WriteString("Line " + strconv.Itoa(i) + " of the garden log: watered, soil moist.\n")
+	}
+	out := bus.Outbound{Channel: "line", ChatID: alice, Text: sb.String(), Delivered: 5}
+	fake.FailNext("push", linetest.Failure{Status: 400, Message: "The request body has 1 error(s)"})
+	if err := e.c.Send(context.Background(), out); channel.Delivered(err) != 5 {
+		t.Fatalf("Send = %v (delivered %d); want a failure after the 5 delivered", err, channel.Delivered(err))
+	}
+	if err := e.c.Send(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	sent := fake.Sent()
+	if len(sent) < 1 || len(sent) > 5 {
+		t.Fatalf("sent %d messages; want only those after the fifth", len(sent))
+	}
+	for _, s := range sent {
+		if s.API != "push" || s.QuoteToken != "" || strings.Contains(s.Text, "Line 0 ") {
+			t.Errorf("resent %+v", s)
+		}
+	}
+	out.Delivered = 5 + len(sent)
+	if err := e.c.Send(context.Background(), out); err != nil || len(fake.Sent()) != len(sent) {
+		t.Errorf("a reply delivered whole was sent again: %v, %d messages", err, len(fake.Sent()))
+	}
 }

@@ -62,14 +62,20 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 		// picture made here has none.
 		msgs = append(msgs, message{Type: "text", Text: "(I made an image, but LINE shows only images at a public https:// address; it is on the web page's canvas.)"})
 	}
-	if len(msgs) == 0 {
+	reply, quote := c.takeToken(out.ReplyTo)
+	if out.Delivered > 0 {
+		// An earlier attempt delivered the first messages, the quote with
+		// them; its reply token is spent.
+		reply, quote = "", ""
+	}
+	first := min(max(out.Delivered, 0), len(msgs))
+	if first == len(msgs) {
 		return nil
 	}
-	reply, quote := c.takeToken(out.ReplyTo)
-	if quote != "" && msgs[0].Type == "text" {
-		msgs[0].QuoteToken = quote
+	if quote != "" && msgs[first].Type == "text" {
+		msgs[first].QuoteToken = quote
 	}
-	for start := 0; start < len(msgs); start += MaxPerRequest {
+	for start := first; start < len(msgs); start += MaxPerRequest {
 		batch := msgs[start:min(start+MaxPerRequest, len(msgs))]
 		var err error
 		if reply != "" {
@@ -86,7 +92,7 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 		if err != nil {
 			c.log.Warn("sending failed for good", "channel", Name, "chat", out.ChatID, "kind", channel.KindOf(err).String(), "err", err)
 			c.state.Fail(fmt.Errorf("sending to chat %s failed: %w", out.ChatID, err))
-			return err
+			return channel.Partial(start, err)
 		}
 		for range batch {
 			c.state.CountOut()

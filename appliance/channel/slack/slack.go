@@ -286,20 +286,25 @@ func (c *Channel) fatal(err error, report func(error) bool) {
 // Send posts out in its chat and thread, split at Slack's text limit,
 // rendered as mrkdwn (plain text when Slack refuses the formatting).
 func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
+	var parts []channel.Part
 	if strings.TrimSpace(out.Text) != "" {
-		parts := channel.Prepare(out.Text, c.format)
-		err := c.sender.SendParts(ctx, out.ChatID, parts, c.format, func(ctx context.Context, text string, formatted bool) error {
+		parts = channel.Prepare(out.Text, c.format)
+		err := c.sender.SendParts(ctx, out.ChatID, parts, out.Delivered, c.format, func(ctx context.Context, text string, formatted bool) error {
 			return c.post(ctx, out.ChatID, out.ThreadID, text, formatted)
 		})
 		if err != nil {
 			return err
 		}
 	}
-	for _, m := range out.Media {
+	for i, m := range out.Media {
+		unit := len(parts) + i
+		if unit < out.Delivered {
+			continue
+		}
 		if err := c.sender.Do(ctx, "files.upload", func(ctx context.Context) error { return c.upload(ctx, out, m) }); err != nil {
 			c.log.Warn("sending a file failed", "chat", out.ChatID, "err", err)
 			c.state.Fail(fmt.Errorf("sending a file to chat %s failed: %w", out.ChatID, err))
-			return err
+			return channel.Partial(unit, err)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,52 @@ func TestTypingActionIsSentToTheTopic(t *testing.T) {
 	}
 	if fake.Actions() != 1 {
 		t.Errorf("%d chat actions, want 1", fake.Actions())
+	}
+}
+
+// A reply that failed after some of its parts reached the chat says how
+// many did, and sending it again with that count sends only the rest: the
+// chat never reads a part twice, and only the first part quotes.
+func TestAPartlySentReplyResumesWhereItStopped(t *testing.T) {
+	fake := telegramtest.New(apiToken)
+	defer fake.Close()
+	c, _ := mustChannel(t, fake.Base())
+	var sb strings.Builder
+	for i := 0; sb.Len() < 9000; i++ {
+		sb.WriteString("Paragraph " + strconv.Itoa(i) + " of the long answer.\n\n")
+	}
+	path := filepath.Join(t.TempDir(), "plot.csv")
+	os.WriteFile(path, []byte("a,b\n1,2\n"), 0o600)
+	out := bus.Outbound{ChatID: "42", Text: sb.String(), ReplyTo: "9", Media: []bus.Media{{Kind: "file", Path: path}}}
+	fake.FailNext("sendMessage", telegramtest.Failure{Pass: true}, telegramtest.Failure{Code: 403, Description: "Forbidden: bot was blocked by the user"})
+	err := c.Send(context.Background(), out)
+	if n := channel.Delivered(err); err == nil || n != 1 {
+		t.Fatalf("Send = %v (delivered %d); want a failure after the first part", err, n)
+	}
+	out.Delivered = 1
+	fake.FailNext("sendDocument", telegramtest.Failure{Code: 403, Description: "Forbidden: bot was blocked by the user"})
+	err = c.Send(context.Background(), out)
+	sent := fake.Sent()
+	parts := len(sent) // the text's parts, all delivered now
+	if n := channel.Delivered(err); err == nil || n != parts {
+		t.Fatalf("Send = %v (delivered %d); want a failure at the file, after %d parts", err, n, parts)
+	}
+	out.Delivered = parts
+	if err := c.Send(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	sent = fake.Sent()
+	var text strings.Builder
+	for i, s := range sent[:parts] {
+		if (s.ReplyTo != 0) != (i == 0) {
+			t.Errorf("part %d quotes %d", i, s.ReplyTo)
+		}
+		text.WriteString(s.Text + "\n")
+	}
+	if got, want := strings.Join(strings.Fields(text.String()), " "), strings.Join(strings.Fields(out.Text), " "); got != want || parts < 3 {
+		t.Errorf("the %d parts do not add up to the answer once", parts)
+	}
+	if len(sent) != parts+1 || sent[parts].Method != "sendDocument" {
+		t.Errorf("sent %d messages; want the %d parts and the file once", len(sent), parts)
 	}
 }

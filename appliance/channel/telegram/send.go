@@ -38,9 +38,14 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 	}
 	thread := atoi(out.ThreadID)
 	replyTo := atoi(out.ReplyTo)
+	if out.Delivered > 0 {
+		// The first part, which quotes the message, went out earlier.
+		replyTo = 0
+	}
+	var parts []channel.Part
 	if strings.TrimSpace(out.Text) != "" {
-		parts := channel.Prepare(out.Text, format)
-		err := c.sender.SendParts(ctx, out.ChatID, parts, format, func(ctx context.Context, text string, formatted bool) error {
+		parts = channel.Prepare(out.Text, format)
+		err := c.sender.SendParts(ctx, out.ChatID, parts, out.Delivered, format, func(ctx context.Context, text string, formatted bool) error {
 			p := &sendMessageParams{ChatID: chat, MessageThreadID: thread, Text: text}
 			p.LinkPreviewOptions.IsDisabled = true
 			if formatted {
@@ -69,11 +74,15 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 			return err
 		}
 	}
-	for _, m := range out.Media {
+	for i, m := range out.Media {
+		unit := len(parts) + i
+		if unit < out.Delivered {
+			continue
+		}
 		if err := c.sendMedia(ctx, chat, thread, m); err != nil {
 			c.state.Fail(fmt.Errorf("sending an image to chat %s failed: %w", out.ChatID, err))
-			c.log.Warn("sending an image failed for good", "channel", Name, "chat", out.ChatID, "err", err)
-			return err
+			c.log.Warn("sending an image failed", "channel", Name, "chat", out.ChatID, "err", err)
+			return channel.Partial(unit, err)
 		}
 		c.state.CountOut()
 	}

@@ -56,6 +56,9 @@ type Failure struct {
 	// MigrateTo is parameters.migrate_to_chat_id: the group became a
 	// supergroup with this id.
 	MigrateTo int64
+	// Pass answers the call as usual: a script lets calls through before
+	// the one that fails.
+	Pass bool
 }
 
 // Server is the fake Bot API.
@@ -368,9 +371,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if q := s.fail[method]; len(q) > 0 {
 		f := q[0]
 		s.fail[method] = q[1:]
-		s.mu.Unlock()
-		writeErrParams(w, f.Code, f.Description, f.RetryAfter, f.MigrateTo)
-		return
+		if !f.Pass {
+			s.mu.Unlock()
+			writeErrParams(w, f.Code, f.Description, f.RetryAfter, f.MigrateTo)
+			return
+		}
 	}
 	s.mu.Unlock()
 	switch method {
