@@ -254,7 +254,7 @@ func CodeWhere(lookup func(string) (string, bool), stderr *os.File) string {
 	has := func(k string) bool { v, ok := lookup(k); return ok && v != "" }
 	switch {
 	case systemd.LogsToJournal(lookup, stderr):
-		return "in the journal (journalctl -u perch | grep setup_code)"
+		return "in the journal, the latest since boot (journalctl -u perch -b -o cat | grep setup_code | tail -n1)"
 	case has("MAKELEVEL"):
 		return `in the terminal where "make run" runs`
 	}

@@ -32,7 +32,7 @@ func TestCodeWhereFollowsHowPerchRuns(t *testing.T) {
 		env  func(string) (string, bool)
 		want string
 	}{
-		{"systemd", env("INVOCATION_ID", "4f1c", "JOURNAL_STREAM", journal), "in the journal (journalctl -u perch | grep setup_code)"},
+		{"systemd", env("INVOCATION_ID", "4f1c", "JOURNAL_STREAM", journal), "in the journal, the latest since boot (journalctl -u perch -b -o cat | grep setup_code | tail -n1)"},
 		{"journal only", env("JOURNAL_STREAM", journal), "in the journal"},
 		// A terminal that runs as a user service hands JOURNAL_STREAM to
 		// its shells, whose output is the terminal.

@@ -221,6 +221,9 @@ func oneLine(err error) string {
 // loadConfig loads the config for a command and prints its warnings
 // (unknown PERCH_ variables) to stderr.
 func (e *Env) loadConfig() (*config.Config, error) {
+	if _, err := actAsHomeOwner(config.Dir()); err != nil {
+		return nil, err
+	}
 	cfg, err := config.Load(config.Options{Path: e.ConfigPath, Env: e.Getenv, Environ: e.Environ})
 	if err != nil {
 		return nil, err

@@ -168,7 +168,9 @@ func writeMan(w io.Writer) {
 	}
 	fmt.Fprintln(w, ".SH FILES")
 	fmt.Fprintln(w, ".TP\n.I $PERCH_HOME/config.json")
-	fmt.Fprintln(w, roff("The configuration (default home ~/.perch; the Debian package uses /etc/perch/config.json and PERCH_HOME=/var/lib/perch)."))
+	fmt.Fprintln(w, roff("The configuration (default home ~/.perch). The Debian package's service uses /etc/perch/config.json and the home /var/lib/perch; "+
+		"without PERCH_HOME or a ~/.perch/config.json, commands use those too. Run them with sudo: root acts as the user who owns the home (perch), "+
+		"so what a command creates there stays the service's."))
 	fmt.Fprintln(w, ".TP\n.I $PERCH_HOME/perch.db")
 	fmt.Fprintln(w, roff("Sessions, cron jobs, device state and sensor history (bbolt)."))
 	fmt.Fprintln(w, ".TP\n.I $PERCH_HOME/workspace")

@@ -29,6 +29,9 @@ fresh random API token) and the workspace with starter files. It never replaces 
 			if len(args) > 0 {
 				return usageError("onboard", "unexpected argument %q", args[0])
 			}
+			if _, err := actAsHomeOwner(config.Dir()); err != nil {
+				return err
+			}
 			res, err := config.Onboard(e.ConfigPath, force)
 			if err != nil {
 				return err

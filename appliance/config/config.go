@@ -3,7 +3,9 @@
 // # Concepts
 //
 // The config is one JSON file, {config_dir}/config.json, where config_dir is
-// $PERCH_HOME or ~/.perch (--config moves only the file). Loading starts from
+// $PERCH_HOME or ~/.perch (--config moves only the file); on a board set up
+// by the package, without either, the service's /etc/perch/config.json and
+// /var/lib/perch. Loading starts from
 // Default, decodes the file over it (so an absent key keeps its default),
 // rejects unknown keys by their full path, applies environment overrides
 // (PERCH_<PATH> for every key, then each provider's conventional variable such
@@ -14,7 +16,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -250,23 +254,53 @@ func Default() *Config {
 	}
 }
 
-// Dir is the config directory: $PERCH_HOME, else ~/.perch.
+// Where the .deb and the image put the service's config and home.
+var (
+	PackageConfig = "/etc/perch/config.json"
+	PackageHome   = "/var/lib/perch"
+)
+
+// Dir is the config directory: $PERCH_HOME; else ~/.perch when it holds a
+// config; else, on a board where the package installed Perch, the
+// service's home (so `sudo perch cron list` lists the service's jobs);
+// else ~/.perch.
 func Dir() string {
-	if d := os.Getenv("PERCH_HOME"); d != "" {
-		if abs, err := filepath.Abs(d); err == nil {
-			return abs
-		}
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		return ".perch"
-	}
-	return filepath.Join(home, ".perch")
+	d, _ := locate()
+	return d
 }
 
-// DefaultPath is {Dir}/config.json.
-func DefaultPath() string { return filepath.Join(Dir(), "config.json") }
+// DefaultPath is the config file that goes with Dir: {Dir}/config.json,
+// or the package's /etc/perch/config.json.
+func DefaultPath() string {
+	_, p := locate()
+	return p
+}
+
+func locate() (dir, path string) {
+	if d := os.Getenv("PERCH_HOME"); d != "" {
+		if abs, err := filepath.Abs(d); err == nil {
+			d = abs
+		}
+		return d, filepath.Join(d, "config.json")
+	}
+	dir = ".perch"
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		dir = filepath.Join(home, ".perch")
+	}
+	path = filepath.Join(dir, "config.json")
+	if _, err := os.Stat(path); err != nil && Packaged() {
+		return PackageHome, PackageConfig
+	}
+	return dir, path
+}
+
+// Packaged reports whether the package's config is on this machine. A user
+// who may not look into /etc/perch (it is the service's, mode 0700) is
+// told so when the config is read, rather than sent to an empty ~/.perch.
+func Packaged() bool {
+	_, err := os.Stat(PackageConfig)
+	return err == nil || errors.Is(err, fs.ErrPermission)
+}
 
 // Path is the file the config was loaded from (or would be written to).
 func (c *Config) Path() string { return c.path }

@@ -63,6 +63,8 @@ func Load(opts Options) (*Config, error) {
 		return nil, fmt.Errorf("%w: %s (create it with 'perch onboard' or fix --config)", ErrNoConfig, path)
 	case errors.Is(err, syscall.ENOTDIR):
 		return nil, homeIsAFile(path)
+	case errors.Is(err, fs.ErrPermission) && path == PackageConfig:
+		return nil, fmt.Errorf("config: %s is the perch service's and this user may not read it; run the command with sudo (it then acts as the perch user)", path)
 	case err != nil:
 		return nil, fmt.Errorf("config: read %s: %w", path, err)
 	default:

@@ -143,3 +143,43 @@ func TestDamagedDatabaseByHand(t *testing.T) {
 		t.Errorf("the cron job did not come back:\n%s", out)
 	}
 }
+
+// TestRootActsAsTheHomesOwner: root running a command on a home that
+// belongs to another user (the perch user of a package install) acts as
+// that user, so the database it creates there is the service's to open.
+// Root-owned files there made the service fail at every start.
+func TestRootActsAsTheHomesOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing user needs root")
+	}
+	base := t.TempDir()
+	for d := base; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // the owner must reach its home
+	}
+	h := &Home{t: t, Dir: filepath.Join(base, "perch")}
+	if err := os.Mkdir(h.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(h.Dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := h.Run("cron", "add", "--message", "water the tomatoes", "--every", "1h"); code != 0 {
+		t.Fatalf("cron add as root: exit %d\n%s", code, stderr)
+	}
+	if out, stderr, code := h.Run("cron", "list"); code != 0 || !strings.Contains(out, "water the tomatoes") {
+		t.Fatalf("cron list as root: exit %d\n%s%s", code, out, stderr)
+	}
+	entries, _ := os.ReadDir(h.Dir)
+	if len(entries) == 0 {
+		t.Fatal("the commands made nothing in the home")
+	}
+	for _, e := range entries {
+		fi, err := os.Stat(filepath.Join(h.Dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 {
+			t.Errorf("%s belongs to uid %d; want the home's owner, 65534", e.Name(), st.Uid)
+		}
+	}
+}

@@ -368,6 +368,34 @@ refusals() {
   rm -rf "$root"/var/lib/apt/lists/*
 }
 
+# fake_systemd ROOT STATE: stand-ins for a running systemd in ROOT that
+# record what the maintainer scripts ask (in /tmp/systemd.log); a unit
+# started ends in STATE (active, failed). real_systemd puts the real tools
+# back.
+fake_systemd() {
+  local root=$1 b
+  mkdir -p "$root/run/systemd/system"
+  for b in systemctl deb-systemd-invoke; do mv "$root/usr/bin/$b" "$root/usr/bin/$b.real"; done
+  echo inactive >"$root/tmp/systemd.state"
+  : >"$root/tmp/systemd.log"
+  cat >"$root/usr/bin/systemctl" <<'EOS'
+#!/bin/sh
+echo "systemctl $*" >>/tmp/systemd.log
+case "$1" in is-active) s=$(cat /tmp/systemd.state); echo "$s"; [ "$s" = active ] ;; *) exit 0 ;; esac
+EOS
+  cat >"$root/usr/bin/deb-systemd-invoke" <<EOS
+#!/bin/sh
+echo "invoke \$*" >>/tmp/systemd.log
+case "\$1" in start|restart) echo $2 >/tmp/systemd.state ;; esac
+EOS
+  chmod 755 "$root/usr/bin/systemctl" "$root/usr/bin/deb-systemd-invoke"
+}
+real_systemd() {
+  local root=$1 b
+  for b in systemctl deb-systemd-invoke; do mv "$root/usr/bin/$b.real" "$root/usr/bin/$b"; done
+  rmdir "$root/run/systemd/system"
+}
+
 # cfgstamp ROOT: mode, owner, size, mtime and hash of the config.
 cfgstamp() { echo "$(stat -c '%a %u %g %s %Y' "$1/etc/perch/config.json") $(sha256sum <"$1/etc/perch/config.json")"; }
 
@@ -388,7 +416,7 @@ trixie() {
   snapshot "$root" >"$t/trixie.before"
   inroot "$root" apt-get update -q
   inroot "$root" apt-get install -y -q perch | tee "$t/trixie-install.log"
-  grep -q "perch: next, open http://.*:8080/ .*journalctl -u perch | grep setup_code" "$t/trixie-install.log" \
+  grep -q "perch: next, open http://.*:8080/.* journalctl -u perch -b -o cat | grep setup_code | tail -n1" "$t/trixie-install.log" \
     || fail "the first install does not say what to do next"
   installed_checks "$root" "$v1"
 
@@ -424,11 +452,20 @@ trixie() {
   [ "$(inroot "$root" dpkg-query -W -f='${Status}' perch)" = "deinstall ok config-files" ] || fail "status after remove"
   note "remove: binary gone, /etc/perch/config.json and /var/lib/perch/perch.db kept"
 
-  inroot "$root" apt-get install -y -q perch
+  # What postinst asks of a running systemd, recorded by stand-ins: the
+  # reinstall must start the unit remove stopped (try-restart would leave
+  # it stopped), and a unit that fails to start must be reported.
+  fake_systemd "$root" failed
+  inroot "$root" apt-get install -y -q perch >"$t/reinstall.log" 2>&1 || { cat "$t/reinstall.log" >&2; fail "reinstall failed"; }
+  grep -q "^invoke start perch.service" "$root/tmp/systemd.log" \
+    || fail "the reinstall after remove did not start the unit: $(cat "$root/tmp/systemd.log")"
+  grep -q "perch.service did not start" "$t/reinstall.log" && grep -q "set gateway.port in /etc/perch/config.json" "$t/reinstall.log" \
+    || fail "a unit that failed to start was not reported: $(cat "$t/reinstall.log")"
+  real_systemd "$root"
   [ "$(cfgstamp "$root")" = "$before" ] \
     || fail "reinstalling replaced /etc/perch/config.json"
   installed_checks "$root" "$v2"
-  note "reinstall after remove: the kept config is used as it is"
+  note "reinstall after remove: the kept config is used as it is; the unit is started, and its failure to start reported"
 
   inroot "$root" apt-get purge -y -q perch
   [ ! -e "$root/etc/perch" ] || fail "purge left /etc/perch"
@@ -462,6 +499,24 @@ bookworm() {
   [ "$reply" = "fake reply: 1 user messages, last: hello bookworm" ] || fail "chat reply: $reply"
   stop_gateway
   note "bookworm without systemd: user by useradd, /etc/perch by install; a chat turn: '$reply'"
+
+  # `sudo perch …` acts on the service's config and home, as the perch
+  # user: a database a root command creates must be the service's to open.
+  local uid out bad
+  uid=$(inroot "$root" id -u perch)
+  rm -f "$root"/var/lib/perch/perch.db*
+  inroot "$root" perch cron add --message "water the tomatoes" --every 1h >/dev/null || fail "perch cron add as root failed"
+  out=$(inroot "$root" perch cron list) || fail "perch cron list as root failed: $out"
+  [[ $out == *"water the tomatoes"* ]] || fail "perch cron list as root: $out"
+  out=$(inroot "$root" perch status 2>&1) || true
+  [[ $out == *"/etc/perch/config.json"* ]] || fail "perch status as root does not use the service's config: $out"
+  bad=$(find "$root/var/lib/perch" "$root/etc/perch" ! -uid "$uid" -printf '%P ')
+  [ -z "$bad" ] || fail "root's commands left files the service cannot open: $bad"
+  start_gateway "$root" "$t/bookworm-gateway-2.log"
+  out=$(inroot "$root" perch cron list) || fail "perch cron list through the running gateway failed: $out"
+  [[ $out == *"water the tomatoes"* ]] || fail "perch cron list through the running gateway: $out"
+  stop_gateway
+  note "sudo perch cron add/list/status use /etc/perch and /var/lib/perch as perch; the service opens what they made"
   inroot "$root" apt-get purge -y -q perch
   [ ! -e "$root/etc/perch" ] && [ ! -e "$root/var/lib/perch" ] || fail "purge left /etc/perch or /var/lib/perch"
   note "bookworm purge"
