@@ -60,29 +60,71 @@ func (c *Channel) poll(ctx context.Context, alive func()) error {
 			c.conflicts = 0
 		}
 		alive()
-		next := c.offset
-		for _, raw := range ups {
-			if ctx.Err() != nil {
-				break // not handled: it comes again after the restart
-			}
-			id, msg, err := c.parse(raw)
-			if id == 0 {
-				c.log.Warn("Telegram update without an id ignored", "err", err, "update", clipRaw(raw))
-				continue
-			}
-			if err != nil {
-				c.log.Warn("Telegram update not understood; skipped", "update_id", id, "err", err)
-			}
-			if msg != nil {
-				if err := c.intake.Receive(ctx, *msg); err != nil {
-					c.saveOffset(next)
-					return err // not durable: poll it again
-				}
-			}
-			next = id + 1
+		// Handling is not the connection going quiet: a photo's download
+		// and a voice message's transcription take up to two minutes each,
+		// longer than Quiet. The watchdog hears from a ticker meanwhile,
+		// and the handling runs under the channel's life, so only Stop ends
+		// it; a getUpdates that hangs is still caught.
+		stop := keepAlive(alive, c.opts.Quiet/4)
+		err = c.handle(c.life, ups)
+		stop()
+		if err != nil {
+			return err
 		}
-		c.saveOffset(next)
 	}
+}
+
+// keepAlive calls alive every d until stop, which returns once it no
+// longer does (a connection that ended must not report itself alive).
+func keepAlive(alive func(), d time.Duration) (stop func()) {
+	d = max(d, 10*time.Millisecond)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				alive()
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// handle hands the updates of one getUpdates answer to the intake in order
+// and saves the offset past those handled. An error means one was not
+// made durable: it is polled again.
+func (c *Channel) handle(ctx context.Context, ups []json.RawMessage) error {
+	next := c.offset
+	for _, raw := range ups {
+		if ctx.Err() != nil {
+			break // not handled: it comes again after the restart
+		}
+		id, msg, err := c.parse(raw)
+		if id == 0 {
+			c.log.Warn("Telegram update without an id ignored", "err", err, "update", clipRaw(raw))
+			continue
+		}
+		if err != nil {
+			c.log.Warn("Telegram update not understood; skipped", "update_id", id, "err", err)
+		}
+		if msg != nil {
+			if err := c.intake.Receive(ctx, *msg); err != nil {
+				c.saveOffset(next)
+				return err // not durable: poll it again
+			}
+		}
+		next = id + 1
+	}
+	c.saveOffset(next)
+	return nil
 }
 
 // saveOffset keeps the next update id durable (the store) before Telegram

@@ -81,11 +81,14 @@ type Channel struct {
 	mu sync.Mutex
 	me *user
 
-	offset      int64 // next update id to fetch; only the poll loop writes it
-	offsetMu    sync.Mutex
-	conflicts   int
-	super       *channel.Supervisor
-	cancel      context.CancelFunc
+	offset    int64 // next update id to fetch; only the poll loop writes it
+	offsetMu  sync.Mutex
+	conflicts int
+	super     *channel.Supervisor
+	cancel    context.CancelFunc
+	// life ends when the channel stops: handling an update runs under it,
+	// not under a connection the watchdog may replace.
+	life        context.Context
 	wg          sync.WaitGroup
 	webhookGone bool
 	// startedMe: Start's getMe succeeded and the first poll need not ask
@@ -184,7 +187,7 @@ func (c *Channel) Start(ctx context.Context) error {
 		c.log.Warn("Telegram unreachable; the gateway starts and the channel keeps trying", "err", err)
 	}
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel = rcancel
+	c.cancel, c.life = rcancel, rctx
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

@@ -683,3 +683,28 @@ func TestReadyBeforeTheFirstLongPollAnswers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSlowDownloadIsNotTheConnectionGoingQuiet: a photo whose download
+// takes longer than the watchdog's bound (a large file on a slow link;
+// downloads and transcriptions may take two minutes each, Quiet is 80 s)
+// reaches the model downloaded, and the connection is not replaced.
+func TestSlowDownloadIsNotTheConnectionGoingQuiet(t *testing.T) {
+	fake := newFake(t)
+	opts := fastOptions()
+	opts.Quiet = 400 * time.Millisecond
+	opts.PollTimeout = 100 * time.Millisecond
+	h, c := start(t, fake, channeltest.Options{}, nil, opts)
+	fake.AddFile("photo1", []byte("\xff\xd8\xff fake jpeg"))
+	fake.SlowDownloads(1500 * time.Millisecond)
+	fake.Add(telegramtest.Message{From: alice, Photo: "photo1", Text: "what is this?"})
+	if sent := fake.WaitSent(1, 10*time.Second); len(sent) != 1 {
+		t.Fatalf("sent %d, want the answer", len(sent))
+	}
+	got := providertest.LastUser(h.Provider.Requests()[0].Body)
+	if !strings.Contains(got, "[image attached: ") || strings.Contains(got, "not downloaded") {
+		t.Errorf("the model saw %q; want the photo downloaded", got)
+	}
+	if n := c.Replaced(); n != 0 || h.Logs.Count("connection lost") != 0 {
+		t.Errorf("the watchdog replaced the connection %d times while a download ran:\n%s", n, h.Logs)
+	}
+}

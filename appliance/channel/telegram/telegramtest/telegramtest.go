@@ -84,6 +84,7 @@ type Server struct {
 	pollers    int
 	polls      int
 	rejectHTML bool
+	slowFiles  time.Duration
 	changed    chan struct{} // closed and replaced when updates arrive or state changes
 }
 
@@ -143,6 +144,10 @@ func (s *Server) SetWebhook(url string) { s.set(func() { s.webhook = url }) }
 // RejectFormatting makes every message with a parse_mode fail as bad
 // markup (400 can't parse entities), whatever it holds.
 func (s *Server) RejectFormatting(on bool) { s.set(func() { s.rejectHTML = on }) }
+
+// SlowDownloads makes every file download wait d before it answers, as
+// a large file over a slow link does.
+func (s *Server) SlowDownloads(d time.Duration) { s.set(func() { s.slowFiles = d }) }
 
 // FailNext makes the next calls of method answer with the failures, in
 // order.
@@ -563,6 +568,10 @@ func (s *Server) download(w http.ResponseWriter, rest string) {
 		writeErr(w, 401, "Unauthorized", 0)
 		return
 	}
+	s.mu.Lock()
+	slow := s.slowFiles
+	s.mu.Unlock()
+	time.Sleep(slow)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range s.files {
