@@ -28,7 +28,7 @@ func (c *Channel) parse(raw json.RawMessage) (id int64, msg *channel.Message, er
 		return u.ID, nil, nil
 	}
 	m := c.message(u.Message)
-	m.EventID = strconv.FormatInt(u.ID, 10)
+	m.EventID = c.eventID(u.ID)
 	return u.ID, &m, nil
 }
 

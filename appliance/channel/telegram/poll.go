@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,6 +116,10 @@ func (c *Channel) handle(ctx context.Context, ups []json.RawMessage) error {
 		if err != nil {
 			c.log.Warn("Telegram update not understood; skipped", "update_id", id, "err", err)
 		}
+		if msg != nil && c.seenBare(id) {
+			c.log.Debug("redelivered event dropped", "event", id)
+			msg = nil
+		}
 		if msg != nil {
 			if err := c.intake.Receive(ctx, *msg); err != nil {
 				c.saveOffset(next)
@@ -127,6 +132,79 @@ func (c *Channel) handle(ctx context.Context, ups []json.RawMessage) error {
 	return nil
 }
 
+// savedOffset is the store's telegram/offset. Update ids are each bot's
+// own sequence, so the offset names its bot: after the token changes to
+// another bot, asking that bot for updates from the old one's offset
+// would make Telegram drop the new bot's messages below it.
+type savedOffset struct {
+	Bot  int64 `json:"bot"`
+	Next int64 `json:"next"`
+}
+
+// loadOffset reads the saved offset; getMe decides whether it is this
+// bot's (adoptOffset). An offset saved as a bare number, before offsets
+// named their bot, is taken as this bot's: the token rarely changes
+// with the upgrade, and dropping it would answer the updates still
+// waiting on Telegram's side a second time.
+func (c *Channel) loadOffset() error {
+	var raw json.RawMessage
+	ok, err := c.intake.LoadState("offset", &raw)
+	if err != nil {
+		return fmt.Errorf("telegram: read the saved update offset: %w", err)
+	}
+	if !ok {
+		return nil
+	}
+	var s savedOffset
+	if err := json.Unmarshal(raw, &s.Next); err == nil {
+		c.saved, c.bareIDs = &s, true
+		return nil
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("telegram: read the saved update offset %s: %w", clipRaw(raw), err)
+	}
+	c.saved = &s
+	return nil
+}
+
+// adoptOffset sets the offset for bot, the token's bot as getMe names it:
+// the saved one when it is this bot's, else none (Telegram's first waiting
+// update).
+func (c *Channel) adoptOffset(bot int64) {
+	if c.offsetBot == bot {
+		return
+	}
+	c.offsetBot = bot
+	s := c.saved
+	next := int64(0)
+	switch {
+	case s == nil:
+	case s.Bot == bot || c.bareIDs:
+		next = s.Next
+	default:
+		c.log.Info("the saved Telegram update offset is another bot's: channels.telegram.token now names bot "+strconv.FormatInt(bot, 10)+"; starting from the updates waiting for it",
+			"saved_for_bot", s.Bot)
+	}
+	c.offsetMu.Lock()
+	c.offset = next
+	c.offsetMu.Unlock()
+	if c.bareIDs && next != 0 {
+		c.storeOffset(next) // from now on it names its bot
+	}
+}
+
+// eventID is the intake's id of update id: with the bot, since another
+// bot numbers its updates from its own start.
+func (c *Channel) eventID(id int64) string {
+	return strconv.FormatInt(c.offsetBot, 10) + ":" + strconv.FormatInt(id, 10)
+}
+
+// seenBare reports whether update id was received before event ids named
+// the bot (as the bare update id).
+func (c *Channel) seenBare(id int64) bool {
+	return c.bareIDs && c.intake.Seen(strconv.FormatInt(id, 10))
+}
+
 // saveOffset keeps the next update id durable (the store) before Telegram
 // hears of it (the next getUpdates).
 func (c *Channel) saveOffset(next int64) {
@@ -136,7 +214,11 @@ func (c *Channel) saveOffset(next int64) {
 	c.offsetMu.Lock()
 	c.offset = next
 	c.offsetMu.Unlock()
-	if err := c.intake.SaveState("offset", next); err != nil {
+	c.storeOffset(next)
+}
+
+func (c *Channel) storeOffset(next int64) {
+	if err := c.intake.SaveState("offset", savedOffset{Bot: c.offsetBot, Next: next}); err != nil {
 		// The events are in the inbox with their ids: a redelivery after
 		// a restart is dropped as a duplicate.
 		c.log.Warn("cannot save the Telegram offset", "err", err)

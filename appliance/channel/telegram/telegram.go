@@ -81,8 +81,15 @@ type Channel struct {
 	mu sync.Mutex
 	me *user
 
-	offset    int64 // next update id to fetch; only the poll loop writes it
-	offsetMu  sync.Mutex
+	offset   int64 // next update id to fetch; only the poll loop writes it
+	offsetMu sync.Mutex
+	saved    *savedOffset // the store's offset, until getMe names the bot
+	// offsetBot is the bot c.offset counts the updates of.
+	offsetBot int64
+	// bareIDs: the saved offset predates offsets that name their bot, so
+	// the updates received then (event ids without the bot) were this
+	// bot's too.
+	bareIDs   bool
 	conflicts int
 	super     *channel.Supervisor
 	cancel    context.CancelFunc
@@ -167,11 +174,8 @@ var ErrTokenRejected = errors.New("telegram: the bot token was rejected (401 Una
 // a Telegram that cannot be reached is not: polling keeps trying in the
 // background and the /ready check says so.
 func (c *Channel) Start(ctx context.Context) error {
-	var off int64
-	if ok, err := c.intake.LoadState("offset", &off); err != nil {
-		return fmt.Errorf("telegram: read the saved update offset: %w", err)
-	} else if ok {
-		c.offset = off
+	if err := c.loadOffset(); err != nil {
+		return err
 	}
 	gctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	err := c.getMe(gctx)
@@ -219,6 +223,7 @@ func (c *Channel) getMe(ctx context.Context) error {
 	c.mu.Lock()
 	c.me = me
 	c.mu.Unlock()
+	c.adoptOffset(me.ID)
 	if !me.CanReadAllGroupMessages {
 		c.state.SetNote("privacy mode is on: in groups the bot sees only commands, replies to it and @" + me.Username +
 			" mentions, not messages that name it otherwise (BotFather: /setprivacy → Disable, then add the bot to the group again)")

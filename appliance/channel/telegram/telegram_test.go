@@ -19,6 +19,7 @@ import (
 	"github.com/perchhq/perch/appliance/channel/telegram/telegramtest"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/provider/providertest"
+	"github.com/perchhq/perch/store"
 )
 
 const token = "123456:TEST-token-abcdefghijklmnopqrstuv"
@@ -706,5 +707,86 @@ func TestSlowDownloadIsNotTheConnectionGoingQuiet(t *testing.T) {
 	}
 	if n := c.Replaced(); n != 0 || h.Logs.Count("connection lost") != 0 {
 		t.Errorf("the watchdog replaced the connection %d times while a download ran:\n%s", n, h.Logs)
+	}
+}
+
+// TestAnotherBotsTokenStartsFromItsOwnUpdates: the owner makes a new bot
+// with BotFather and puts its token in the config. Update ids are each
+// bot's own sequence: the old bot's saved offset and the ids it saw must
+// neither make Telegram drop the new bot's first messages nor drop them
+// here as redeliveries.
+func TestAnotherBotsTokenStartsFromItsOwnUpdates(t *testing.T) {
+	fake := newFake(t)
+	dir := t.TempDir()
+	h, _ := start(t, fake, restartOptions(dir), nil, fastOptions())
+	for i := range 5 {
+		fake.Add(telegramtest.Message{From: alice, Text: "old bot " + strconv.Itoa(i)})
+	}
+	fake.WaitSent(5, 10*time.Second)
+	h.Stop()
+
+	const token2 = "654321:OTHER-token-abcdefghijklmnopqrs"
+	fake2 := telegramtest.New(token2)
+	defer fake2.Close()
+	fake2.SetBot(telegramtest.User{ID: 888000222, IsBot: true, FirstName: "Perch2", Username: "perch2_bot"})
+	var ids []int64
+	for i := range 3 {
+		ids = append(ids, fake2.Add(telegramtest.Message{From: alice, Text: "new bot " + strconv.Itoa(i)}))
+	}
+	h2, _ := start(t, fake2, restartOptions(dir, h.Provider), func(b *config.BotChannel) { b.Token = token2 }, fastOptions())
+	sent := fake2.WaitSent(3, 10*time.Second)
+	if len(sent) != 3 {
+		t.Fatalf("the new bot answered %d of its 3 messages (updates %v; offset it was asked from: %d)", len(sent), ids, fake2.Confirmed())
+	}
+	if h2.Logs.Count("the saved Telegram update offset is another bot's") != 1 {
+		t.Errorf("the change of bot is not in the log:\n%s", h2.Logs)
+	}
+	if strings.Contains(h2.Logs.String(), token2) || strings.Contains(h2.Logs.String(), token) {
+		t.Error("the log shows a token")
+	}
+}
+
+// TestOffsetSavedBeforeBotIDsIsKeptForTheSameBot: an offset saved as a
+// bare number (before offsets named their bot) is this bot's after the
+// upgrade: the updates below it are not answered again, and an update
+// received just before the upgrade, whose offset was not saved yet, is
+// dropped as a redelivery.
+func TestOffsetSavedBeforeBotIDsIsKeptForTheSameBot(t *testing.T) {
+	fake := newFake(t)
+	handled := fake.Add(telegramtest.Message{From: alice, Text: "answered before the upgrade"})
+	received := fake.Add(telegramtest.Message{From: alice, Text: "received before the upgrade"})
+	fake.Add(telegramtest.Message{From: alice, Text: "new"})
+	h := channeltest.New(t, restartOptions(t.TempDir()))
+	if err := h.Store.Put(store.BucketChannels, "telegram/offset", handled+1); err != nil {
+		t.Fatal(err)
+	}
+	// The old version admitted the second update under its bare id, then
+	// stopped before saving the offset past it.
+	id, _, err := h.Store.Admit("telegram", strconv.FormatInt(received, 10), 100, func(uint64) ([]byte, error) { return []byte(`{}`), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Store.InboxDelete(id); err != nil {
+		t.Fatal(err)
+	}
+	c, err := telegram.New(h.Deps(section(fake.Base(), nil)), fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(c); err != nil {
+		t.Fatal(err)
+	}
+	fake.WaitSent(1, 10*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	var texts []string
+	for _, s := range fake.Sent() {
+		texts = append(texts, s.Text)
+	}
+	if strings.Join(texts, "|") != "echo: new" {
+		t.Errorf("answers %q; want only the update after the saved offset that was not received yet", texts)
+	}
+	var saved struct{ Bot, Next int64 }
+	if err := h.Store.Get(store.BucketChannels, "telegram/offset", &saved); err != nil || saved.Bot != fake.Bot().ID {
+		t.Errorf("saved offset %+v, %v; want it to name bot %d", saved, err, fake.Bot().ID)
 	}
 }
