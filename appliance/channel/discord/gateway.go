@@ -164,10 +164,12 @@ func newGateway(cfg gatewayConfig) *gateway {
 // good (returned as a *gatewayError with Fatal set).
 func (g *gateway) run(ctx context.Context) error {
 	b := g.cfg.Backoff
+	failedResumes := 0
 	for {
 		url := g.resumeURL
 		var err error
-		if g.sessionID == "" {
+		resuming := g.sessionID != ""
+		if !resuming {
 			url, err = g.cfg.URL(ctx)
 		}
 		established := false
@@ -176,6 +178,19 @@ func (g *gateway) run(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		switch {
+		case established:
+			failedResumes = 0
+		case resuming && g.sessionID != "":
+			// READY's resume host may be gone for good (a retired gateway
+			// node): resuming there forever would never connect again.
+			if failedResumes++; failedResumes >= maxFailedResumes {
+				g.cfg.Log.Warn("Discord: cannot resume the session at its resume host; starting a new session at the gateway Discord names (messages sent meanwhile are not replayed)",
+					"attempts", failedResumes, "err", err)
+				g.clearSession()
+				failedResumes = 0
+			}
 		}
 		var ge *gatewayError
 		if errors.As(err, &ge) && ge.Fatal {
@@ -197,6 +212,10 @@ func (g *gateway) run(ctx context.Context) error {
 		}
 	}
 }
+
+// maxFailedResumes is how many resumes in a row may fail (no connection,
+// no Hello, no RESUMED) before the session is given up for a new one.
+const maxFailedResumes = 3
 
 // conn is one WebSocket connection: reads happen on connect's goroutine,
 // writes from it and from the heartbeat, under wmu.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -304,4 +305,30 @@ func heap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
+}
+
+// TestGatewayIdentifiesAnewWhenTheResumeHostStaysDown: READY's
+// resume_gateway_url stops answering (a gateway node retired) while
+// GET /gateway/bot names a healthy gateway: after a few failed resumes
+// the bot starts a new session there instead of retrying the dead host
+// for ever.
+func TestGatewayIdentifiesAnewWhenTheResumeHostStaysDown(t *testing.T) {
+	f := discordtest.New()
+	defer f.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "ws://" + ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	f.SetResumeURL(dead)
+	r := runGateway(t, f, f.Token)
+	r.waitReady(t)
+	f.Drop()
+	r.waitReady(t) // a second READY: a new session at the gateway URL
+	f.Post(discordtest.Message{ChannelID: "10", Content: "after"})
+	r.waitMsg(t, "after")
+	if st := f.Stats(); st.Identifies != 2 || st.Resumes != 0 {
+		t.Errorf("identifies %d resumes %d; want a second identify and no resume", st.Identifies, st.Resumes)
+	}
 }

@@ -144,6 +144,7 @@ type Server struct {
 	rejectFormat  func(content string) bool
 	resumeOverlap int
 	refuseResume  bool
+	resumeURL     string
 	restDown      bool
 
 	disallowContent bool

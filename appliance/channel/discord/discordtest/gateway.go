@@ -197,7 +197,7 @@ func (s *Server) identify(c *conn, d json.RawMessage) bool {
 	s.mu.Unlock()
 	s.dispatch(sess, "READY", map[string]any{
 		"v": 10, "user": s.Bot, "guilds": []any{}, "session_id": sess.id,
-		"resume_gateway_url": s.ResumeURL(),
+		"resume_gateway_url": s.readyResumeURL(),
 		"application":        map[string]any{"id": s.Bot.ID, "flags": 0},
 	})
 	return true
@@ -384,6 +384,24 @@ func (s *Server) ResumeOverlap(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resumeOverlap = n
+}
+
+// SetResumeURL makes READY name u as resume_gateway_url ("" restores
+// ResumeURL), as when Discord sends a client to a gateway node that is
+// later retired.
+func (s *Server) SetResumeURL(u string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resumeURL = u
+}
+
+func (s *Server) readyResumeURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resumeURL != "" {
+		return s.resumeURL
+	}
+	return s.ResumeURL()
 }
 
 // RefuseResume makes every resume answer Invalid Session (not resumable).
