@@ -21,9 +21,9 @@ import (
 	"github.com/perchhq/perch/appliance/config"
 )
 
-// This file is the REST client: the three calls the channel makes
+// This file is the REST client: the four calls the channel makes
 // (GET /gateway/bot, POST /channels/{id}/messages, POST
-// /channels/{id}/typing) as plain HTTPS requests. It replaces discordgo,
+// /channels/{id}/typing, GET /guilds/{id}/roles) as plain HTTPS requests. It replaces discordgo,
 // whose package init (image decoders, NaCl, zlib, compiled regexps) every
 // start and every sandboxed re-execution of the binary paid for.
 
@@ -445,6 +445,25 @@ func (c *restClient) createMessage(ctx context.Context, chat string, m messageSe
 		return fmt.Errorf("discord: POST /channels/%s/messages: %w", chat, err)
 	}
 	return c.call(ctx, http.MethodPost, "/channels/"+pathSegment(chat)+"/messages", b, nil)
+}
+
+// role is the part of a guild role the channel reads: a bot's own role,
+// made when it joined the server, is managed and tagged with its id.
+type role struct {
+	ID      string `json:"id"`
+	Managed bool   `json:"managed"`
+	Tags    *struct {
+		BotID string `json:"bot_id"`
+	} `json:"tags"`
+}
+
+// guildRoles is GET /guilds/{id}/roles.
+func (c *restClient) guildRoles(ctx context.Context, guild string) ([]role, error) {
+	var roles []role
+	if err := c.call(ctx, http.MethodGet, "/guilds/"+pathSegment(guild)+"/roles", nil, &roles); err != nil {
+		return nil, err
+	}
+	return roles, nil
 }
 
 // triggerTyping shows the bot typing in chat.

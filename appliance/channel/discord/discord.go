@@ -70,6 +70,9 @@ type Channel struct {
 	mu      sync.Mutex
 	bot     readyUser
 	mention *mentionPatterns // of bot
+	// roles are the bot's own role per server, asked for when a message
+	// mentions roles; the worker alone uses them.
+	roles map[string]botRole
 
 	// events carries MESSAGE_CREATE payloads from the gateway's reader to
 	// the worker, so a slow store never stalls heartbeat acks.
@@ -266,7 +269,7 @@ func (c *Channel) work(ctx context.Context) {
 				c.log.Debug("MESSAGE_CREATE not understood", "err", err)
 				continue
 			}
-			msg, ok := c.message(&m)
+			msg, ok := c.message(ctx, &m)
 			if !ok {
 				continue
 			}
@@ -275,6 +278,51 @@ func (c *Channel) work(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// botRole is the bot's managed role in a server (id "" when it has none)
+// and when the server's roles said so.
+type botRole struct {
+	id string
+	at time.Time
+}
+
+// roleTTL is how long a server's bot role is trusted: the role is made
+// anew when the bot is removed and added again.
+const roleTTL = 10 * time.Minute
+
+// botRole returns the id of the bot's managed role in guild, "" when it
+// has none or Discord cannot say. The GUILDS intent would bring every
+// server's roles at each connect (and every channel and role change
+// after); asking for one server's roles when a message mentions a role
+// costs a call per server every roleTTL at most.
+func (c *Channel) botRole(ctx context.Context, guild string) string {
+	if r, ok := c.roles[guild]; ok && time.Since(r.at) < roleTTL {
+		return r.id
+	}
+	bot := c.identity().ID
+	if bot == "" {
+		return ""
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	roles, err := c.rest.guildRoles(rctx, guild)
+	if err != nil {
+		c.log.Warn("cannot tell whether a role mentioned is the bot's own: its server's roles did not come; the message counts as not mentioning the bot",
+			"guild", guild, "err", err)
+		return ""
+	}
+	r := botRole{at: time.Now()}
+	for _, ro := range roles {
+		if ro.Managed && ro.Tags != nil && ro.Tags.BotID == bot {
+			r.id = ro.ID
+		}
+	}
+	if c.roles == nil || len(c.roles) >= 256 {
+		c.roles = map[string]botRole{}
+	}
+	c.roles[guild] = r
+	return r.id
 }
 
 // Send posts out in its channel, the first part as a reply to the

@@ -412,3 +412,28 @@ func TestStopLeavesNothingBehind(t *testing.T) {
 		t.Errorf("goroutines: %d before start, %d after stop:\n%s", before, after, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestMentionOfTheBotsRoleIsAMention: in a server's @ list the bot shows
+// twice, as its user and as the role Discord made for it; picking the
+// role sends <@&role> (in mention_roles, not mentions). That addresses the
+// bot too, and is removed like its user mention; another role does not.
+func TestMentionOfTheBotsRoleIsAMention(t *testing.T) {
+	f := newFake(t)
+	botRole := f.BotRole("400")
+	other := f.AddRole("400", discordtest.Role{Name: "gardeners", Mentionable: true}).ID
+	h := start(t, f, setup{})
+	h.connected(t)
+	m := guild(ann, "<@&"+other+"> who waters today?")
+	m.MentionRoles = []string{other}
+	f.Post(m)
+	quiet(t, f, 0, 300*time.Millisecond)
+	m = guild(ann, "<@&"+botRole+">, what is the temperature?")
+	m.MentionRoles = []string{botRole}
+	m = f.Post(m)
+	if s := waitSent(t, f, 1); s[0].Content != "echo: what is the temperature?" || s[0].ReplyTo != m.ID {
+		t.Errorf("a mention of the bot's role answered %+v", s)
+	}
+	if n := h.env.Provider.Calls(); n != 1 {
+		t.Errorf("the model was asked %d times; want once, not for the other role's mention", n)
+	}
+}

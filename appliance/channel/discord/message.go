@@ -1,7 +1,9 @@
 package discord
 
 import (
+	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -24,7 +26,10 @@ type message struct {
 	Author    *user   `json:"author"`
 	Content   string  `json:"content"`
 	Mentions  []*user `json:"mentions"`
-	Member    *struct {
+	// MentionRoles are the roles mentioned (<@&id>); picking the bot in
+	// a server's @ list may pick its role rather than its user.
+	MentionRoles []string `json:"mention_roles"`
+	Member       *struct {
 		Nick string `json:"nick"`
 	} `json:"member"`
 	Type              int           `json:"type"`
@@ -58,7 +63,7 @@ const flagVoiceMessage = 1 << 13
 
 // message turns a MESSAGE_CREATE into a channel.Message; ok is false for
 // what is not a person's message (the bot's own, other bots', joins, pins).
-func (c *Channel) message(m *message) (channel.Message, bool) {
+func (c *Channel) message(ctx context.Context, m *message) (channel.Message, bool) {
 	bot := c.identity()
 	switch {
 	case m.Author == nil || m.Author.Bot || m.Author.ID == bot.ID:
@@ -90,6 +95,11 @@ func (c *Channel) message(m *message) (channel.Message, bool) {
 		}
 	}
 	out.Text, out.Mentioned = stripMention(m.Content, c.mentions(), mentioned)
+	if !out.Mentioned && m.GuildID != "" && len(m.MentionRoles) > 0 {
+		if r := c.botRole(ctx, m.GuildID); r != "" && slices.Contains(m.MentionRoles, r) {
+			out.Text, out.Mentioned = cutMarkup(out.Text, "<@&"+r+">"), true
+		}
+	}
 	out.ReplyToBot = m.ReferencedMessage != nil && m.ReferencedMessage.Author != nil && m.ReferencedMessage.Author.ID == bot.ID
 	for _, a := range m.Attachments {
 		if a == nil {
@@ -174,6 +184,25 @@ func stripMention(text string, p *mentionPatterns, inMetadata bool) (string, boo
 		return strings.TrimSpace(p.id.ReplaceAllString(text, "$1")), true
 	}
 	return strings.TrimSpace(text), false
+}
+
+// cutMarkup removes every markup from text with the separator after it, as
+// stripMention does with the bot's user mention.
+func cutMarkup(text, markup string) string {
+	var b strings.Builder
+	for {
+		before, after, found := strings.Cut(text, markup)
+		b.WriteString(before)
+		if !found {
+			break
+		}
+		after = strings.TrimLeft(after, " \t")
+		if after != "" && (after[0] == ',' || after[0] == ':') {
+			after = after[1:]
+		}
+		text = strings.TrimLeft(after, " \t")
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // sep is what follows a mention and goes with it: spaces and one comma or

@@ -81,3 +81,17 @@ func TestAPIBase(t *testing.T) {
 		t.Errorf("api_base %v %v", u, err)
 	}
 }
+
+func TestCutMarkup(t *testing.T) {
+	for text, want := range map[string]string{
+		"<@&7> hi":            "hi",
+		"<@&7>, lights off":   "lights off",
+		"lights on <@&7>":     "lights on",
+		"a <@&7>: b <@&7> c":  "a b c",
+		"<@&70> is not <@&7>": "<@&70> is not",
+	} {
+		if got := cutMarkup(text, "<@&7>"); got != want {
+			t.Errorf("cutMarkup(%q) = %q, want %q", text, got, want)
+		}
+	}
+}

@@ -1,6 +1,6 @@
 // Package discordtest is a fake of Discord's API on loopback for tests: the
 // REST API (gateway discovery, users/@me, channel messages, typing,
-// attachments) and the gateway WebSocket (Hello, Identify → READY,
+// guild roles, attachments) and the gateway WebSocket (Hello, Identify → READY,
 // heartbeats and their acks, Resume with replay of missed events, Invalid
 // Session, close codes). Production code talks to it over real HTTP and a
 // real WebSocket, so the code under test is the code that talks to Discord.
@@ -60,6 +60,7 @@ type Message struct {
 	Content           string           `json:"content"`
 	Timestamp         string           `json:"timestamp"`
 	Mentions          []User           `json:"mentions"`
+	MentionRoles      []string         `json:"mention_roles"`
 	Attachments       []Attachment     `json:"attachments"`
 	Type              int              `json:"type"`
 	Flags             int              `json:"flags,omitempty"`
@@ -137,6 +138,7 @@ type Server struct {
 	sentCh   chan struct{}
 	files    map[string][]byte
 	typing   map[string]int
+	roles    map[string][]Role // by guild, @everyone first
 
 	// knobs
 	rateLimits    []time.Duration
@@ -189,6 +191,7 @@ func newServer() *Server {
 		sentCh:            make(chan struct{}, 1),
 		files:             map[string][]byte{},
 		typing:            map[string]int{},
+		roles:             map[string][]Role{},
 	}
 	s.nextID.Store(1000000000000000000)
 	return s
@@ -310,6 +313,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET "+api+"/users/@me", s.auth(s.me))
 	mux.HandleFunc("POST "+api+"/channels/{channel}/messages", s.auth(s.createMessage))
 	mux.HandleFunc("POST "+api+"/channels/{channel}/typing", s.auth(s.triggerTyping))
+	mux.HandleFunc("GET "+api+"/guilds/{guild}/roles", s.auth(s.guildRoles))
 	mux.HandleFunc("GET /attachments/{id}/{name}", s.attachment)
 	mux.HandleFunc("GET /{$}", s.serveGateway)
 	mux.HandleFunc("GET /resume/", s.serveGateway)
@@ -466,6 +470,63 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 		ID: id, ChannelID: sent.ChannelID, Author: s.Bot, Content: body.Content,
 		Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: []User{}, Attachments: []Attachment{},
 	})
+}
+
+// Role is a guild role as GET /guilds/{id}/roles returns it.
+type Role struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Color       int       `json:"color"`
+	Hoist       bool      `json:"hoist"`
+	Position    int       `json:"position"`
+	Permissions string    `json:"permissions"`
+	Managed     bool      `json:"managed"`
+	Mentionable bool      `json:"mentionable"`
+	Tags        *RoleTags `json:"tags,omitempty"`
+	Flags       int       `json:"flags"`
+}
+
+// RoleTags mark a role as a bot's or an integration's.
+type RoleTags struct {
+	BotID string `json:"bot_id,omitempty"`
+}
+
+// AddRole adds r to guild's roles (after @everyone, which every guild
+// has) and returns it with its id set.
+func (s *Server) AddRole(guild string, r Role) Role {
+	if r.ID == "" {
+		r.ID = s.NewID()
+	}
+	if r.Permissions == "" {
+		r.Permissions = "0"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Position = len(s.guildRolesLocked(guild))
+	s.roles[guild] = append(s.roles[guild], r)
+	return r
+}
+
+// BotRole adds the role Discord makes for the bot when it joins guild
+// (managed, named after the bot, tagged with its id) and returns its id.
+func (s *Server) BotRole(guild string) string {
+	return s.AddRole(guild, Role{Name: s.Bot.Username, Managed: true, Mentionable: true, Tags: &RoleTags{BotID: s.Bot.ID}}).ID
+}
+
+// guildRolesLocked returns guild's roles, making @everyone (whose id is the
+// guild's) first; s.mu is held.
+func (s *Server) guildRolesLocked(guild string) []Role {
+	if len(s.roles[guild]) == 0 {
+		s.roles[guild] = []Role{{ID: guild, Name: "@everyone", Permissions: "0"}}
+	}
+	return s.roles[guild]
+}
+
+func (s *Server) guildRoles(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	roles := append([]Role(nil), s.guildRolesLocked(r.PathValue("guild"))...)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, roles)
 }
 
 // AddAttachment makes data downloadable and returns the attachment to put

@@ -291,6 +291,9 @@ func (s *Server) Post(m Message) Message {
 	if m.Attachments == nil {
 		m.Attachments = []Attachment{}
 	}
+	if m.MentionRoles == nil {
+		m.MentionRoles = []string{}
+	}
 	if r := m.ReferencedMessage; r != nil {
 		ref := *r
 		if ref.Timestamp == "" {
