@@ -41,17 +41,21 @@ var Platform = channel.Platform{Name: Name, New: New}
 
 // options are the timings; tests shorten them.
 type options struct {
-	Backoff      channel.Backoff
-	SendBackoff  channel.Backoff
-	StartWait    time.Duration
-	HelloTimeout time.Duration
+	Backoff     channel.Backoff
+	SendBackoff channel.Backoff
+	// IntakeBackoff spaces the attempts to store a received message.
+	IntakeBackoff channel.Backoff
+	StartWait     time.Duration
+	HelloTimeout  time.Duration
 }
 
 func defaultOptions() options {
 	return options{
 		Backoff:     channel.Backoff{Min: time.Second, Max: 5 * time.Minute},
 		SendBackoff: channel.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second},
-		StartWait:   15 * time.Second, HelloTimeout: 20 * time.Second,
+		// Five tries within about half a minute.
+		IntakeBackoff: channel.Backoff{Min: 2 * time.Second, Max: 16 * time.Second},
+		StartWait:     15 * time.Second, HelloTimeout: 20 * time.Second,
 	}
 }
 
@@ -273,9 +277,34 @@ func (c *Channel) work(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			if err := c.in.Receive(ctx, msg); err != nil && ctx.Err() == nil {
-				c.log.Warn("message not received", "chat", msg.ChatID, "err", err)
-			}
+			c.receive(ctx, msg)
+		}
+	}
+}
+
+// receiveTries bounds the attempts to store one received message.
+const receiveTries = 5
+
+// receive hands msg to the intake, again after a failure (a store write
+// that failed): Discord delivers a message once, and the gateway's
+// sequence has moved past it, so nothing brings it back. The messages
+// after it wait meanwhile, keeping their order.
+func (c *Channel) receive(ctx context.Context, msg channel.Message) {
+	b := c.opts.IntakeBackoff
+	for try := 1; ; try++ {
+		err := c.in.Receive(ctx, msg)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if try == receiveTries {
+			c.log.Error("a Discord message is lost: it could not be stored, and Discord does not deliver it again; err says why the database refused it (a full or failing disk)",
+				"chat", msg.ChatID, "sender", msg.SenderID, "message", msg.MessageID, "tries", try, "err", err)
+			return
+		}
+		wait := b.Next()
+		c.log.Warn("a Discord message could not be stored; trying again", "chat", msg.ChatID, "message", msg.MessageID, "try", try, "in", wait, "err", err)
+		if !channel.Sleep(ctx, wait) {
+			return
 		}
 	}
 }

@@ -437,3 +437,29 @@ func TestMentionOfTheBotsRoleIsAMention(t *testing.T) {
 		t.Errorf("the model was asked %d times; want once, not for the other role's mention", n)
 	}
 }
+
+// TestMessageNotStoredIsTriedAgain: Discord delivers a message once, so
+// one the store fails to take (a failing disk) is tried again, not
+// dropped after a line in the log.
+func TestMessageNotStoredIsTriedAgain(t *testing.T) {
+	f := newFake(t)
+	h := start(t, f, setup{})
+	h.connected(t)
+	// A value where the store keeps the bucket of Discord's seen event
+	// ids makes admitting a message fail, until it is deleted.
+	db := h.env.Store
+	if err := db.Put("seen", Name, 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Post(dm(ann, "are you there?"))
+	waitFor(t, "a failed attempt", func() bool { return h.env.Logs.Count("admit discord event") > 0 })
+	if err := db.Delete("seen", Name); err != nil {
+		t.Fatal(err)
+	}
+	if s := waitSent(t, f, 1); s[0].Content != "echo: are you there?" {
+		t.Errorf("answered %+v", s)
+	}
+	if n := h.env.Logs.Count("is lost"); n != 0 {
+		t.Errorf("the message was given up:\n%s", h.env.Logs)
+	}
+}

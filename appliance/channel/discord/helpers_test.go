@@ -15,9 +15,10 @@ import (
 
 func testOptions() options {
 	return options{
-		Backoff:     channel.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
-		SendBackoff: channel.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond},
-		StartWait:   5 * time.Second, HelloTimeout: 2 * time.Second,
+		Backoff:       channel.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		SendBackoff:   channel.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond},
+		IntakeBackoff: channel.Backoff{Min: 100 * time.Millisecond, Max: 200 * time.Millisecond},
+		StartWait:     5 * time.Second, HelloTimeout: 2 * time.Second,
 	}
 }
 
