@@ -152,32 +152,41 @@ func Prepare(markdown string, f Format) []Part {
 	if plain == nil {
 		plain = PlainText
 	}
-	var out []Part
-	var walk func(chunk string, limit int, depth int)
-	walk = func(chunk string, limit int, depth int) {
-		for _, c := range splitMeasured(chunk, limit, f.measure) {
+	limit := f.Limit
+	for depth := 0; ; depth++ {
+		var out []Part
+		worst := 0 // the longest rendered part past the limit
+		for _, c := range splitMeasured(markdown, limit, f.measure) {
 			p := Part{Text: c, Plain: plain(c)}
 			if f.Render != nil {
 				p.Text, p.Formatted = f.Render(c), true
 			}
-			if n := f.measure(p.Text); n > f.Limit && depth < 4 {
-				// Markup grew the chunk past the limit: split it
-				// finer by the overshoot.
-				walk(c, max(limit*f.Limit/n-16, limit/2, 1), depth+1)
-				continue
-			}
-			if f.measure(p.Text) > f.Limit || f.measure(p.Plain) > f.Limit {
-				// Pathological markup growth: send plain text cut to size.
-				for _, s := range splitMeasured(p.Plain, f.Limit, f.measure) {
-					out = append(out, Part{Text: s, Plain: s})
-				}
-				continue
+			if n := f.measure(p.Text); n > f.Limit {
+				worst = max(worst, n)
 			}
 			out = append(out, p)
 		}
+		if worst > 0 && depth < 4 {
+			// Markup grew a part past the limit: the whole reply is split
+			// finer by the overshoot. Splitting only that part again
+			// left a sliver of a message behind it (a code block went as
+			// 4077, 78, 4077, 78 … units).
+			limit = max(limit*f.Limit/worst-16, limit/2, 1)
+			continue
+		}
+		fixed := out[:0:0]
+		for _, p := range out {
+			if f.measure(p.Text) > f.Limit || f.measure(p.Plain) > f.Limit {
+				// Pathological markup growth: plain text cut to size.
+				for _, s := range splitMeasured(p.Plain, f.Limit, f.measure) {
+					fixed = append(fixed, Part{Text: s, Plain: s})
+				}
+				continue
+			}
+			fixed = append(fixed, p)
+		}
+		return fixed
 	}
-	walk(markdown, f.Limit, 0)
-	return out
 }
 
 // Sender sends a channel's messages through the platform with the house

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"unicode/utf16"
 	"testing"
 	"time"
 )
@@ -159,5 +160,31 @@ func TestSendPartsResumesAndCountsWhatWasDelivered(t *testing.T) {
 		return nil
 	}); err != nil || strings.Join(got, "") != "bcd" {
 		t.Errorf("sent %q, %v; want each part once", got, err)
+	}
+}
+
+// Markup that grows a part past the limit makes every part a little
+// smaller, rather than a full part and a sliver of one line after it: a
+// long code block on Telegram came as 4077, 78, 4077, 78 and 1232 units.
+func TestPrepareLeavesNoSliversWhenMarkupGrows(t *testing.T) {
+	u16 := func(s string) int { return len(utf16.Encode([]rune(s))) }
+	tg := Format{Limit: 4096, Measure: u16, Render: TelegramHTML}
+	for name, md := range map[string]string{
+		"code":   "Intro\n\n```python\n" + strings.Repeat("print('hello world') # comment\n", 300) + "```\n\nOutro",
+		"escape": strings.Repeat("a & b < c > d ", 600),
+	} {
+		parts := Prepare(md, tg)
+		var sizes []int
+		for _, p := range parts {
+			sizes = append(sizes, u16(p.Text))
+		}
+		for i, n := range sizes {
+			// The first may be the text before a code block too long
+			// to join it, the last what is left.
+			if n > tg.Limit || (i > 0 && i < len(sizes)-1 && n < tg.Limit/2) {
+				t.Errorf("%s: parts of %v units; want each within the limit and none between the first and the last under half of it", name, sizes)
+				break
+			}
+		}
 	}
 }
