@@ -29,6 +29,11 @@ type IntakeOptions struct {
 	Typing      func(ctx context.Context, in bus.Inbound) error
 	TypingEvery time.Duration
 	TypingFor   time.Duration
+	// Answering is called for a message that will be answered: once it is
+	// durable and before the agent gets it, or before a stranger's pairing
+	// answer. The platform keeps there what the answer needs (LINE's reply
+	// token) and nothing for the many messages the rules drop.
+	Answering func(m Message)
 }
 
 // Intake is a channel's way in: every platform turns its events into
@@ -214,6 +219,9 @@ func (in *Intake) Receive(ctx context.Context, m Message) error {
 	}
 	ib.InboxID = id
 	in.state.CountIn()
+	if in.opts.Answering != nil {
+		in.opts.Answering(m)
+	}
 	in.hub.publish(context.WithoutCancel(ctx), ib)
 	return nil
 }
@@ -252,6 +260,9 @@ func (in *Intake) refuse(m Message) {
 		return
 	}
 	in.log.Info("unknown sender got a pairing code; approve with perch channels approve CODE", "sender", m.SenderID, "username", m.Username, "code", code)
+	if in.opts.Answering != nil {
+		in.opts.Answering(m)
+	}
 	text := fmt.Sprintf("I only talk to people my owner approved. To be approved, ask the owner to run: perch channels approve %s (the code is valid for 24 hours).", code)
 	if err := in.hub.o.Bus.PublishOutbound(bus.Outbound{Channel: in.name, ChatID: m.ChatID, ThreadID: m.ThreadID, Text: text, ReplyTo: m.MessageID}); err != nil {
 		in.log.Warn("pairing answer dropped", "err", err)

@@ -49,7 +49,7 @@ const (
 // Platform is the channel table's entry.
 var Platform = channel.Platform{Name: Name, New: func(d channel.Deps) (channel.Channel, error) { return New(d, Options{}) }}
 
-// Options tune timings (tests shorten them).
+// Options tune timings and sizes (tests shorten them).
 type Options struct {
 	// ReplyTTL is how long a reply token is used after the event arrived
 	// (default 25 s, inside LINE's validity).
@@ -60,6 +60,9 @@ type Options struct {
 	Backoff channel.Backoff
 	// StartTimeout bounds the credential check of Start (default 10 s).
 	StartTimeout time.Duration
+	// ReplyTokens bounds the messages whose reply and quote tokens are
+	// held for their answer (default 1024); the oldest go first.
+	ReplyTokens int
 }
 
 // Channel is a running LINE bot.
@@ -81,7 +84,8 @@ type Channel struct {
 	mu      sync.Mutex
 	botID   string
 	botName string
-	tokens  map[string]replyToken // by message id
+	tokens  map[string]replyToken // by message id, of messages being answered
+	pending map[string]replyToken // by message id, of messages being received
 	sentIDs *recent               // ids of messages the bot sent (for replies to it)
 	running bool
 	pushes  pushCount
@@ -98,8 +102,8 @@ type replyToken struct {
 	token   string
 	quote   string
 	expires time.Time // of the reply token
-	kept    time.Time // when the entry may go (quote tokens outlive reply tokens)
-	chat    string
+	kept    time.Time // when the entry goes at the latest (quote tokens outlive reply tokens)
+	taken   bool      // by the answer: the entry goes once the reply token expired
 }
 
 // New builds the channel and, when its port is the gateway's, registers the
@@ -118,13 +122,16 @@ func New(d channel.Deps, o Options) (*Channel, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
 	}
+	if o.ReplyTokens <= 0 {
+		o.ReplyTokens = 1024
+	}
 	c := &Channel{
 		opts: o, secret: []byte(st.ChannelSecret.Value()), token: st.ChannelAccessToken,
 		apiBase:  strings.TrimRight(orDefault(st.APIBase, "https://api.line.me"), "/"),
 		dataBase: strings.TrimRight(orDefault(st.DataAPIBase, "https://api-data.line.me"), "/"),
 		path:     orDefault(st.WebhookPath, "/webhook/line"),
 		addr:     net.JoinHostPort(orDefault(st.WebhookHost, "0.0.0.0"), strconv.Itoa(st.WebhookPort)),
-		tokens:   map[string]replyToken{}, sentIDs: newRecent(512),
+		tokens:   map[string]replyToken{}, pending: map[string]replyToken{}, sentIDs: newRecent(512),
 		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: 15 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -137,6 +144,7 @@ func New(d channel.Deps, o Options) (*Channel, error) {
 		// before it ends extends it for a long turn.
 		TypingEvery: time.Duration(o.LoadingSeconds)*time.Second - 5*time.Second,
 		TypingFor:   5 * time.Minute,
+		Answering:   c.keepToken,
 	})
 	c.state, c.sender, c.log = c.intake.State(), c.intake.Sender(), c.intake.Log()
 	c.super = &channel.Supervisor{Name: "LINE", State: c.state, Log: c.intake.Log(), Backoff: o.Backoff}

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf16"
@@ -523,5 +524,99 @@ func TestAPartlySentReplyResumesWhereItStopped(t *testing.T) {
 	out.Delivered = 5 + len(sent)
 	if err := e.c.Send(context.Background(), out); err != nil || len(fake.Sent()) != len(sent) {
 		t.Errorf("a reply delivered whole was sent again: %v, %d messages", err, len(fake.Sent()))
+	}
+}
+
+// gate holds the model's answers until it is opened, so a test can deliver
+// more while turns wait.
+func gate(t *testing.T, prov *providertest.Server) (open func()) {
+	release := make(chan struct{})
+	prov.Default = func(r providertest.ChatRequest) providertest.Reply {
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		return providertest.Reply{Content: "echo: " + providertest.LastUser(r)}
+	}
+	var once sync.Once
+	open = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	return open
+}
+
+func TestGroupChatterDoesNotCrowdOutReplyTokens(t *testing.T) {
+	fake := newFake(t)
+	opts := fastOptions()
+	opts.ReplyTokens = 8
+	e := start(t, fake, channeltest.Options{}, nil, opts)
+	open := gate(t, e.h.Provider)
+	d := fake.NewEvent(linetest.Event{UserID: alice, Text: "hello"})
+	e.deliver(t, d)
+	// While the answer is being written, a busy group talks among itself:
+	// none of it is for the bot.
+	var chatter []linetest.Delivery
+	for i := range 20 {
+		chatter = append(chatter, fake.NewEvent(linetest.Event{UserID: bob, GroupID: group, Text: "among people " + strconv.Itoa(i)}))
+	}
+	e.deliver(t, chatter...)
+	open()
+	sent := fake.WaitSent(1, 10*time.Second)
+	if len(sent) != 1 || sent[0].API != "reply" || sent[0].QuoteToken != d.QuoteToken {
+		t.Fatalf("sent %+v; want the answer by reply token, quoting the message, whatever the group said meanwhile", sent)
+	}
+	if n := e.c.PushesThisMonth(); n != 0 {
+		t.Errorf("%d pushes; the reply token was fresh", n)
+	}
+}
+
+func TestAFullReplyTokenTableDropsItsOldest(t *testing.T) {
+	fake := newFake(t)
+	opts := fastOptions()
+	opts.ReplyTokens = 2
+	e := start(t, fake, channeltest.Options{}, nil, opts)
+	open := gate(t, e.h.Provider)
+	carol := "U44444444444444444444444444444444"
+	var ds []linetest.Delivery
+	for _, u := range []string{alice, bob, carol} {
+		d := fake.NewEvent(linetest.Event{UserID: u, Text: "hi from " + u[:3]})
+		e.deliver(t, d)
+		ds = append(ds, d)
+	}
+	open()
+	fake.WaitSent(3, 10*time.Second)
+	byChat := map[string]linetest.Sent{}
+	for _, s := range fake.Sent() {
+		byChat[s.To] = s
+	}
+	// The newest messages are answered for free; the oldest one's token
+	// made way.
+	if s := byChat[carol]; s.API != "reply" || s.QuoteToken != ds[2].QuoteToken {
+		t.Errorf("the newest message was answered %+v; want by its reply token, quoting it", s)
+	}
+	if s := byChat[bob]; s.API != "reply" {
+		t.Errorf("the second message was answered %+v; want by its reply token", s)
+	}
+	if s := byChat[alice]; s.API != "push" {
+		t.Errorf("the oldest message was answered %+v; its token was dropped for the newer ones", s)
+	}
+}
+
+func TestAnsweredTokensAreNotHeldForAnHour(t *testing.T) {
+	fake := newFake(t)
+	opts := fastOptions()
+	opts.ReplyTTL = 100 * time.Millisecond
+	e := start(t, fake, channeltest.Options{}, nil, opts)
+	e.deliver(t, fake.NewEvent(linetest.Event{UserID: alice, Text: "one"}))
+	fake.WaitSent(1, 10*time.Second)
+	time.Sleep(150 * time.Millisecond) // past the reply token's life
+	e.deliver(t, fake.NewEvent(linetest.Event{UserID: alice, Text: "two"}))
+	fake.WaitSent(2, 10*time.Second)
+	if n := e.c.RepliesHeld(); n != 1 {
+		t.Errorf("%d messages' tokens held; the answered one whose reply token expired should have gone", n)
+	}
+	// Chatter in a group holds none.
+	e.deliver(t, fake.NewEvent(linetest.Event{UserID: bob, GroupID: group, Text: "not for the bot"}))
+	if n := e.c.RepliesHeld(); n != 1 {
+		t.Errorf("%d messages' tokens held after a group message the bot does not answer; want 1", n)
 	}
 }

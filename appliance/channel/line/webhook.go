@@ -124,7 +124,10 @@ func (c *Channel) webhook(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			continue
 		}
-		if err := c.intake.Receive(ctx, m); err != nil {
+		c.receiving(m.MessageID, ev)
+		err := c.intake.Receive(ctx, m)
+		c.received(m.MessageID)
+		if err != nil {
 			c.log.Warn("LINE event not stored; LINE will deliver it again", "err", err)
 			writeJSON(w, http.StatusInternalServerError, `{"error":"line webhook: the event could not be stored; deliver it again"}`)
 			return
@@ -139,8 +142,7 @@ func writeJSON(w http.ResponseWriter, status int, body string) {
 	io.WriteString(w, body)
 }
 
-// message turns a message event into the framework's Message and keeps its
-// reply and quote tokens for the answer.
+// message turns a message event into the framework's Message.
 func (c *Channel) message(ev event) (channel.Message, bool) {
 	if ev.Type != "message" || ev.Message == nil || ev.Mode == "standby" {
 		return channel.Message{}, false
@@ -198,7 +200,6 @@ func (c *Channel) message(ev event) (channel.Message, bool) {
 	default:
 		m.Text = "[" + em.Type + " message]"
 	}
-	c.keepToken(em.ID, ev.ReplyToken, em.QuoteToken, m.ChatID)
 	return m, true
 }
 
@@ -241,24 +242,52 @@ func (c *Channel) content(kind channel.MediaKind, id, mime, provider, original s
 	}}
 }
 
-// keepToken remembers an event's reply token (for ReplyTTL) and quote
-// token (for an hour) under its message id.
-func (c *Channel) keepToken(msgID, reply, quote, chat string) {
+// receiving holds the event's tokens while the intake decides whether
+// its message will be answered (keepToken) or dropped.
+func (c *Channel) receiving(msgID string, ev event) {
 	if msgID == "" {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending[msgID] = replyToken{token: ev.ReplyToken, quote: ev.Message.QuoteToken}
+}
+
+func (c *Channel) received(msgID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, msgID)
+}
+
+// keepToken keeps the reply token (for ReplyTTL) and the quote token (for
+// an hour) of a message that will be answered. Only those are kept: a busy
+// group's chatter, which the bot never answers, would otherwise fill the
+// table, and every answer would go by push (paid) without its quote. Full,
+// the table drops its oldest entry, whose reply token is the stalest.
+func (c *Channel) keepToken(m channel.Message) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	t, ok := c.pending[m.MessageID]
+	if !ok {
+		return
+	}
 	for id, t := range c.tokens {
-		if now.After(t.kept) {
+		if now.After(t.kept) || (t.taken && now.After(t.expires)) {
 			delete(c.tokens, id)
 		}
 	}
-	if len(c.tokens) >= 1024 {
-		return // a flood: answers fall back to push without quotes
+	for len(c.tokens) >= c.opts.ReplyTokens {
+		oldest := ""
+		for id, t := range c.tokens {
+			if oldest == "" || t.kept.Before(c.tokens[oldest].kept) {
+				oldest = id
+			}
+		}
+		delete(c.tokens, oldest)
 	}
-	c.tokens[msgID] = replyToken{token: reply, quote: quote, expires: now.Add(c.opts.ReplyTTL), kept: now.Add(time.Hour), chat: chat}
+	t.expires, t.kept = now.Add(c.opts.ReplyTTL), now.Add(time.Hour)
+	c.tokens[m.MessageID] = t
 }
 
 // takeToken returns the fresh reply token of message msgID (once: reply
@@ -273,7 +302,7 @@ func (c *Channel) takeToken(msgID string) (reply, quote string) {
 	if time.Now().Before(t.expires) {
 		reply = t.token
 	}
-	t.token = ""
+	t.token, t.taken = "", true
 	c.tokens[msgID] = t
 	return reply, t.quote
 }
