@@ -3,13 +3,15 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
 
 // Buckets of the chat channels. BucketChannels holds each platform's own
-// small state (Telegram's offset, LINE's push count) through Put and Get;
-// BucketPairing the pending pairing codes.
+// small state (Telegram's offset, LINE's push count) through Put and Get,
+// and its bounded key sets through Remember; BucketPairing the pending
+// pairing codes.
 const (
 	BucketChannels = "channels"
 	BucketPairing  = "pairing"
@@ -35,28 +37,8 @@ func (db *DB) Admit(channel, eventID string, keep int, entry func(id uint64) ([]
 				dup = true
 				return nil
 			}
-			seq, err := order.NextSequence()
-			if err != nil {
+			if err := addBounded(seen, order, []byte(eventID), keep); err != nil {
 				return err
-			}
-			if err := seen.Put([]byte(eventID), u64(seq)); err != nil {
-				return err
-			}
-			if err := order.Put(u64(seq), []byte(eventID)); err != nil {
-				return err
-			}
-			// Forget the oldest beyond keep. Sequences are dense and only
-			// the oldest are deleted, so the count is seq-first+1.
-			if keep > 0 {
-				c := order.Cursor()
-				for k, v := c.First(); k != nil && seq-binary.BigEndian.Uint64(k)+1 > uint64(keep); k, v = c.First() {
-					if err := seen.Delete(v); err != nil {
-						return err
-					}
-					if err := c.Delete(); err != nil {
-						return err
-					}
-				}
 			}
 		}
 		inbox, err := tx.CreateBucketIfNotExists([]byte(bucketInbox))
@@ -79,6 +61,97 @@ func (db *DB) Admit(channel, eventID string, keep int, entry func(id uint64) ([]
 	}
 	return id, dup, nil
 }
+
+// addBounded adds key to the set seen (key → sequence), with its
+// sequence in order (sequence → key), and forgets the oldest keys beyond
+// keep (0: none). key must not be in seen.
+func addBounded(seen, order *bolt.Bucket, key []byte, keep int) error {
+	seq, err := order.NextSequence()
+	if err != nil {
+		return err
+	}
+	if err := seen.Put(key, u64(seq)); err != nil {
+		return err
+	}
+	if err := order.Put(u64(seq), key); err != nil {
+		return err
+	}
+	if keep <= 0 {
+		return nil
+	}
+	// Sequences are dense and only the oldest are deleted, so the count
+	// is seq-first+1.
+	c := order.Cursor()
+	for k, v := c.First(); k != nil && seq-binary.BigEndian.Uint64(k)+1 > uint64(keep); k, v = c.First() {
+		if err := seen.Delete(v); err != nil {
+			return err
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remember adds keys to the set name of BucketChannels (a nested bucket,
+// "slack/threads"), which keeps only the newest keep keys. A key already
+// in the set stays where it is. Channels keep there what must outlive a
+// restart and a session's reset but need not be kept for ever: the ids of
+// messages the bot sent, the threads it answered in.
+func (db *DB) Remember(name string, keep int, keys ...string) error {
+	err := db.update(func(tx *bolt.Tx) error {
+		root, err := tx.CreateBucketIfNotExists([]byte(BucketChannels))
+		if err != nil {
+			return err
+		}
+		set, err := root.CreateBucketIfNotExists([]byte(name))
+		if err != nil {
+			return err
+		}
+		held, err := set.CreateBucketIfNotExists(setKeys)
+		if err != nil {
+			return err
+		}
+		order, err := set.CreateBucketIfNotExists(setOrder)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if k == "" || held.Get([]byte(k)) != nil {
+				continue
+			}
+			if err := addBounded(held, order, []byte(k), keep); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: remember %s in %s: %w", strings.Join(keys, ", "), name, err)
+	}
+	return nil
+}
+
+// Remembered reports whether key is in the set name (see Remember).
+func (db *DB) Remembered(name, key string) (bool, error) {
+	found := false
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		root := tx.Bucket([]byte(BucketChannels))
+		if root == nil {
+			return nil
+		}
+		set := root.Bucket([]byte(name))
+		if set == nil {
+			return nil
+		}
+		keys := set.Bucket(setKeys)
+		found = keys != nil && keys.Get([]byte(key)) != nil
+		return nil
+	})
+	return found, err
+}
+
+var setKeys, setOrder = []byte("keys"), []byte("order")
 
 // Seen reports whether channel already admitted eventID.
 func (db *DB) Seen(channel, eventID string) (bool, error) {

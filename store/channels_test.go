@@ -85,3 +85,54 @@ func TestAdmitRemembersOnlyTheNewestIDs(t *testing.T) {
 		t.Errorf("database inconsistent: %v", err)
 	}
 }
+
+func TestRememberKeepsTheNewestKeysAcrossAReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 18; i++ {
+		if err := db.Remember("line/sent", 5, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Remember("line/sent", 5, "18", "19"); err != nil {
+		t.Fatal(err)
+	}
+	// Again: a key already held is not added twice (it would push out
+	// another).
+	if err := db.Remember("line/sent", 5, "19"); err != nil {
+		t.Fatal(err)
+	}
+	// Values of the bucket sit beside the sets.
+	if err := db.Put(BucketChannels, "line/pushes", map[string]int{"count": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; i < 20; i++ {
+		got, err := db.Remembered("line/sent", fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != (i >= 15) {
+			t.Errorf("key %d remembered=%v; only the newest 5 are kept", i, got)
+		}
+	}
+	if got, _ := db.Remembered("slack/threads", "19"); got {
+		t.Error("sets are not kept apart")
+	}
+	var v map[string]int
+	if err := db.Get(BucketChannels, "line/pushes", &v); err != nil || v["count"] != 1 {
+		t.Errorf("a value beside the sets: %v, %v", v, err)
+	}
+	if err := db.Check(); err != nil {
+		t.Errorf("database inconsistent: %v", err)
+	}
+}

@@ -143,6 +143,25 @@ func (in *Intake) SaveState(key string, v any) error {
 	return db.Put(store.BucketChannels, in.name+"/"+key, v)
 }
 
+// Remember adds keys to the channel's bounded set name in the store, which
+// keeps the newest keep keys across restarts (see store.DB.Remember).
+func (in *Intake) Remember(name string, keep int, keys ...string) error {
+	db := in.hub.o.Store
+	if db == nil {
+		return nil
+	}
+	return db.Remember(in.name+"/"+name, keep, keys...)
+}
+
+// Remembered reports whether key is in the channel's set name.
+func (in *Intake) Remembered(name, key string) (bool, error) {
+	db := in.hub.o.Store
+	if db == nil {
+		return false, nil
+	}
+	return db.Remembered(in.name+"/"+name, key)
+}
+
 // Seen reports whether the event id was received before (a platform that
 // must acknowledge events can skip the work of parsing a redelivery).
 func (in *Intake) Seen(eventID string) bool { return in.hub.seen(in.name, eventID) }

@@ -86,7 +86,7 @@ type Channel struct {
 	botName string
 	tokens  map[string]replyToken // by message id, of messages being answered
 	pending map[string]replyToken // by message id, of messages being received
-	sentIDs *recent               // ids of messages the bot sent (for replies to it)
+	sentIDs *recent               // ids of messages the bot sent lately (the store has more)
 	running bool
 	pushes  pushCount
 

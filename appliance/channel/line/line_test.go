@@ -620,3 +620,18 @@ func TestAnsweredTokensAreNotHeldForAnHour(t *testing.T) {
 		t.Errorf("%d messages' tokens held after a group message the bot does not answer; want 1", n)
 	}
 }
+
+func TestAReplyToTheBotInAGroupReachesItAfterARestart(t *testing.T) {
+	fake := newFake(t)
+	dir := t.TempDir()
+	e := start(t, fake, restartOptions(dir), nil, fastOptions())
+	e.deliver(t, fake.NewEvent(linetest.Event{UserID: alice, GroupID: group, Text: "@Perch hi", SelfMention: true, MentionIndex: 0, MentionLength: 6}))
+	sent := fake.WaitSent(1, 10*time.Second)
+	e.h.Stop()
+	e2 := start(t, fake, restartOptions(dir, e.h.Provider), nil, fastOptions())
+	// No mention: quoting the bot's answer is enough.
+	e2.deliver(t, fake.NewEvent(linetest.Event{UserID: alice, GroupID: group, Text: "and more?", QuotedMessageID: sent[0].ID}))
+	if got := fake.WaitSent(2, 5*time.Second); len(got) != 2 || got[1].Text != "echo: and more?" {
+		t.Fatalf("sent %+v; a reply to the bot's message from before the restart should reach the bot", got)
+	}
+}

@@ -307,16 +307,37 @@ func (c *Channel) takeToken(msgID string) (reply, quote string) {
 	return reply, t.quote
 }
 
+// sentByBot reports whether the bot sent message id: a quote-reply to it
+// in a group is for the bot. The ids are kept in the store too, so a
+// reply to an answer sent before a restart still reaches the bot.
 func (c *Channel) sentByBot(id string) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sentIDs.has(id)
+	held := c.sentIDs.has(id)
+	c.mu.Unlock()
+	if held {
+		return true
+	}
+	held, err := c.intake.Remembered("sent", id)
+	if err != nil {
+		c.log.Warn("cannot read the ids of the bot's messages; a reply to one in a group needs a mention", "err", err)
+	}
+	return held
 }
 
+// keptSent is how many ids of sent messages the store keeps: a reply to
+// anything older needs a mention.
+const keptSent = 4096
+
 func (c *Channel) noteSent(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, id := range ids {
 		c.sentIDs.add(id)
+	}
+	c.mu.Unlock()
+	if err := c.intake.Remember("sent", keptSent, ids...); err != nil {
+		c.log.Warn("cannot keep the ids of the bot's messages; after a restart a reply to them in a group needs a mention", "err", err)
 	}
 }
