@@ -60,6 +60,8 @@ type Options struct {
 	Backoff channel.Backoff
 	// StartTimeout bounds the credential check of Start (default 10 s).
 	StartTimeout time.Duration
+	// RequestTimeout bounds one call of LINE's API (default 60 s).
+	RequestTimeout time.Duration
 	// ReplyTokens bounds the messages whose reply and quote tokens are
 	// held for their answer (default 1024); the oldest go first.
 	ReplyTokens int
@@ -122,6 +124,9 @@ func New(d channel.Deps, o Options) (*Channel, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
 	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 60 * time.Second
+	}
 	if o.ReplyTokens <= 0 {
 		o.ReplyTokens = 1024
 	}
@@ -132,7 +137,7 @@ func New(d channel.Deps, o Options) (*Channel, error) {
 		path:     orDefault(st.WebhookPath, "/webhook/line"),
 		addr:     net.JoinHostPort(orDefault(st.WebhookHost, "0.0.0.0"), strconv.Itoa(st.WebhookPort)),
 		tokens:   map[string]replyToken{}, pending: map[string]replyToken{}, sentIDs: newRecent(512),
-		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		client: &http.Client{Timeout: o.RequestTimeout, Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: 15 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			TLSHandshakeTimeout: 15 * time.Second, MaxIdleConns: 4, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true,

@@ -635,3 +635,37 @@ func TestAReplyToTheBotInAGroupReachesItAfterARestart(t *testing.T) {
 		t.Fatalf("sent %+v; a reply to the bot's message from before the restart should reach the bot", got)
 	}
 }
+
+func TestAReplyWhoseAnswerWasLostIsNotSentAgain(t *testing.T) {
+	fake := newFake(t)
+	// LINE takes the reply, then its answer never comes back in time.
+	fake.StallNext("reply", 5*time.Second)
+	opts := fastOptions()
+	opts.RequestTimeout = 300 * time.Millisecond
+	e := start(t, fake, channeltest.Options{}, nil, opts)
+	d := fake.NewEvent(linetest.Event{UserID: alice, Text: "hi"})
+	e.deliver(t, d)
+	fake.WaitSent(1, 10*time.Second)
+	// The retry with the same token is refused: it was used.
+	channeltest.Eventually(t, 10*time.Second, "the reply to be retried", func() bool { return fake.Requests("reply") >= 2 })
+	time.Sleep(300 * time.Millisecond)
+	if sent := fake.Sent(); len(sent) != 1 || sent[0].API != "reply" || sent[0].QuoteToken != d.QuoteToken {
+		t.Errorf("sent %+v; want the one reply LINE took, not a push of it again", sent)
+	}
+	if fake.Pushes() != 0 || e.c.PushesThisMonth() != 0 {
+		t.Errorf("%d pushed, %d counted; want none", fake.Pushes(), e.c.PushesThisMonth())
+	}
+}
+
+func TestAReplyTokenRefusedAfterAnAnsweredFailureIsPushed(t *testing.T) {
+	fake := newFake(t)
+	// LINE answered the first try with an error, so the reply did not go;
+	// the token is refused on the retry (it expired meanwhile): push it.
+	fake.FailNext("reply", linetest.Failure{Status: 500, Message: "Internal error"}, linetest.Failure{Status: 400, Message: "Invalid reply token"})
+	e := start(t, fake, channeltest.Options{}, nil, fastOptions())
+	e.deliver(t, fake.NewEvent(linetest.Event{UserID: alice, Text: "hi"}))
+	if sent := fake.WaitSent(1, 10*time.Second); len(sent) != 1 || sent[0].API != "push" {
+		t.Fatalf("sent %+v; want the answer pushed", sent)
+	}
+	_ = e
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -79,10 +80,9 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 		batch := msgs[start:min(start+MaxPerRequest, len(msgs))]
 		var err error
 		if reply != "" {
-			err = c.reply(ctx, reply, batch)
+			err = c.reply(ctx, out.ChatID, reply, batch)
 			reply = "" // single use
-			var ae *apiError
-			if errors.As(err, &ae) && ae.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(ae.Message), "reply token") {
+			if refusedToken(err) {
 				c.log.Info("the reply token was no longer valid; pushing the answer instead", "chat", out.ChatID)
 				err = c.push(ctx, out.ChatID, batch)
 			}
@@ -101,16 +101,55 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 	return nil
 }
 
-// reply sends batch with a reply token (free).
-func (c *Channel) reply(ctx context.Context, token string, batch []message) error {
+// reply sends batch with a reply token (free). A reply token is single
+// use, so a retry after an attempt whose answer was lost (a timeout, a
+// connection reset once the request was out) is refused when that attempt
+// did reach LINE: the reply is then taken as delivered, since pushing it
+// would show it twice (and cost a push).
+func (c *Channel) reply(ctx context.Context, chat, token string, batch []message) error {
 	var res sendResult
+	lost := false
 	err := c.sender.Do(ctx, "reply", func(ctx context.Context) error {
-		return classify(c.post(ctx, c.apiBase+"/v2/bot/message/reply", "", map[string]any{"replyToken": token, "messages": batch}, &res))
+		err := c.post(ctx, c.apiBase+"/v2/bot/message/reply", "", map[string]any{"replyToken": token, "messages": batch}, &res)
+		if lost && refusedToken(err) {
+			c.log.Info("LINE refused the reply token on a retry after a try whose answer was lost; that try delivered the reply, so it is not pushed again", "chat", chat)
+			return nil
+		}
+		if mayHaveArrived(err) {
+			lost = true
+		}
+		return classify(err)
 	})
 	if err == nil {
 		c.noteResult(res)
 	}
 	return err
+}
+
+// refusedToken reports whether LINE refused a reply's token (used or
+// expired).
+func refusedToken(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(ae.Message), "reply token")
+}
+
+// mayHaveArrived reports whether a failed call may have reached LINE all
+// the same: no answer came, and the failure was not in making the
+// connection.
+func mayHaveArrived(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var dns *net.DNSError
+	return !errors.As(err, &dns)
 }
 
 // push sends batch to chat through the push API, with a retry key so a

@@ -1,7 +1,8 @@
 // Package linetest is the LINE Messaging API on loopback for tests: bot
 // info, reply (single-use tokens that expire), push (with X-Line-Retry-Key
 // and 409 on a repeated key), the loading animation, message content — each
-// validated and answered as LINE does, with its error bodies — and a
+// validated and answered as LINE does, with its error bodies, or taken and
+// then left unanswered (StallNext) — and a
 // webhook client that delivers signed events (and redeliveries) to the
 // channel under test.
 package linetest
@@ -70,6 +71,7 @@ type Server struct {
 	loading  []Loading
 	keys     map[string]bool
 	fail     map[string][]Failure
+	stall    map[string][]time.Duration
 	content  map[string][]byte
 	nextMsg  int
 	pushes   int
@@ -95,7 +97,7 @@ func New(accessToken, secret string) *Server { return NewAt(accessToken, secret,
 // NewAt starts the fake on addr.
 func NewAt(accessToken, secret, addr string) *Server {
 	s := &Server{Token: accessToken, Secret: secret, BotName: "Perch", tokens: map[string]token{}, keys: map[string]bool{},
-		fail: map[string][]Failure{}, content: map[string][]byte{}, nextMsg: 500000, replyTTL: time.Minute, requests: map[string]int{}}
+		fail: map[string][]Failure{}, stall: map[string][]time.Duration{}, content: map[string][]byte{}, nextMsg: 500000, replyTTL: time.Minute, requests: map[string]int{}}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		panic("linetest: listen " + addr + ": " + err.Error())
@@ -121,6 +123,15 @@ func (s *Server) FailNext(api string, f ...Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail[api] = append(s.fail[api], f...)
+}
+
+// StallNext makes the next calls of api (reply, push) do their work, then
+// hold the answer for each d in turn (or until the client gives up): the
+// message is delivered, the sender cannot know it.
+func (s *Server) StallNext(api string, d ...time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stall[api] = append(s.stall[api], d...)
 }
 
 // AddContent makes data the content of message id.
@@ -284,7 +295,12 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, api string) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
 	to := b.To
 	if api == "reply" {
 		t, ok := s.tokens[b.ReplyToken]
@@ -316,6 +332,17 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, api string) {
 		id := fmt.Sprint(s.nextMsg)
 		s.sent = append(s.sent, Sent{API: api, To: to, Type: m.Type, Text: m.Text, QuoteToken: m.QuoteToken, ImageURL: m.OriginalContentURL, ID: id, Batch: s.batches, At: time.Now()})
 		out = append(out, map[string]any{"id": id, "quoteToken": "q" + id})
+	}
+	if q := s.stall[api]; len(q) > 0 {
+		d := q[0]
+		s.stall[api] = q[1:]
+		s.mu.Unlock()
+		locked = false
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)

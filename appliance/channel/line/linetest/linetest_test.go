@@ -92,3 +92,22 @@ func TestDeliverSigns(t *testing.T) {
 }
 
 func toJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestStalledReplyIsDeliveredAndItsTokenUsed(t *testing.T) {
+	s := New("tok", "sec")
+	defer s.Close()
+	s.StallNext("reply", time.Minute)
+	d := s.NewEvent(Event{UserID: "U1", Text: "hi"})
+	b, _ := json.Marshal(map[string]any{"replyToken": d.ReplyToken, "messages": text("a")})
+	req, _ := http.NewRequest(http.MethodPost, s.Base()+"/v2/bot/message/reply", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	if _, err := (&http.Client{Timeout: 200 * time.Millisecond}).Do(req); err == nil {
+		t.Fatal("a stalled reply was answered")
+	}
+	if sent := s.Sent(); len(sent) != 1 || sent[0].Text != "a" {
+		t.Errorf("sent %+v; the stalled reply should be delivered", sent)
+	}
+	if code, out := post(t, s, "/v2/bot/message/reply", "", map[string]any{"replyToken": d.ReplyToken, "messages": text("a")}); code != 400 || out["message"] != "Invalid reply token" {
+		t.Errorf("the retry: %d %v; want the token refused", code, out)
+	}
+}
