@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"cmp"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,9 +16,12 @@ import (
 // The expressions compile on first use: every start would otherwise pay
 // for them, on boards that never talk to Slack.
 var (
-	reImage     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`!\[([^\]\n]*)\]\(([^)\s]+)\)`) })
-	reLink      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[([^\]\n]+)\]\(([^)\s]+)\)`) })
-	reAutolink  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`&lt;((?:https?|mailto):[^\s&]+)&gt;`) })
+	// A link's URL may hold one level of balanced parentheses, as
+	// Wikipedia's do (/wiki/Foo_(bar)).
+	reImage = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`!\[([^\]\n]*)\]\(` + linkURL + `\)`) })
+	reLink  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[([^\]\n]+)\]\(` + linkURL + `\)`) })
+	// The text is escaped by then, so a URL's & reads &amp;.
+	reAutolink  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`&lt;((?:https?|mailto):(?:[^\s&]|&amp;)+)&gt;`) })
 	reBoldStar  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*([^*\n]+?)\*\*`) })
 	reBoldUnder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w])__([^_\n]+?)__([^\w]|$)`) })
 	reItalic    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w*])\*([^*\s](?:[^*\n]*[^*\s])?)\*([^\w*]|$)`) })
@@ -30,6 +34,8 @@ var (
 	reFence     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^ {0,3}(```|~~~)") })
 )
 
+const linkURL = `((?:[^()\s]|\([^()\s]*\))+)`
+
 // escape makes text literal in Slack.
 func escape(s string) string {
 	if !strings.ContainsAny(s, "&<>") {
@@ -40,7 +46,7 @@ func escape(s string) string {
 
 // mrkdwn renders Markdown as Slack mrkdwn.
 func mrkdwn(md string) string {
-	return renderLines(md, inlineMrkdwn, func(level int, text string) string {
+	return renderLines(unmark(md), inlineMrkdwn, func(level int, text string) string {
 		return "*" + text + "*"
 	})
 }
@@ -48,7 +54,17 @@ func mrkdwn(md string) string {
 // plainText renders Markdown as text Slack shows as is (sent with
 // mrkdwn=false): markers dropped, links written out, &<> escaped.
 func plainText(md string) string {
-	return renderLines(md, inlinePlain, func(_ int, text string) string { return text })
+	return renderLines(unmark(md), inlinePlain, func(_ int, text string) string { return text })
+}
+
+// unmark drops the bytes the renderers use as markers (placeholders,
+// bold): a model's text has no business holding them, and one left in
+// would be read as a marker.
+func unmark(s string) string {
+	if !strings.ContainsAny(s, "\x00\x01") {
+		return s
+	}
+	return strings.NewReplacer("\x00", "", "\x01", "").Replace(s)
 }
 
 // renderLines walks md line by line: fenced code is kept (only escaped),
@@ -97,24 +113,49 @@ func renderLines(md string, inline func(string) string, heading func(level int, 
 }
 
 // protector swaps spans that must not be rewritten (code, links) for
-// placeholders and puts them back at the end.
-type protector struct{ spans []string }
+// placeholders and puts them back at the end. Each span also has the text
+// it reads as inside a link's label (code without its backticks, an
+// image's description), since Slack's <url|label> nests no markup.
+type protector struct{ spans, labels []string }
 
-func (p *protector) hide(s string) string {
+func (p *protector) hide(s, label string) string {
 	p.spans = append(p.spans, s)
+	p.labels = append(p.labels, label)
 	return "\x00" + strconv.Itoa(len(p.spans)-1) + "\x00"
 }
 
 var rePlaceholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("\x00([0-9]+)\x00") })
 
-func (p *protector) restore(s string) string {
-	if len(p.spans) == 0 {
-		return s
+// put replaces the placeholders in s by from's spans. A span hidden inside
+// another (code in a link's label) comes back on a later pass; each span
+// only holds placeholders of spans hidden before it, so the passes end.
+func (p *protector) put(s string, from []string) string {
+	for range len(from) + 1 {
+		if !strings.Contains(s, "\x00") {
+			return s
+		}
+		s = rePlaceholder().ReplaceAllStringFunc(s, func(m string) string {
+			n, err := strconv.Atoi(m[1 : len(m)-1])
+			if err != nil || n >= len(from) {
+				return ""
+			}
+			return from[n]
+		})
 	}
-	return rePlaceholder().ReplaceAllStringFunc(s, func(m string) string {
-		n, _ := strconv.Atoi(m[1 : len(m)-1])
-		return p.spans[n]
-	})
+	return strings.ReplaceAll(s, "\x00", "")
+}
+
+func (p *protector) restore(s string) string { return p.put(s, p.spans) }
+
+// label is a link's label as Slack shows it: the spans in it as their
+// text, and no markers, as Slack renders none there.
+func (p *protector) label(s string) string {
+	s = p.put(s, p.labels)
+	s = reBoldStar().ReplaceAllString(s, "$1")
+	s = replaceAdjacent(reBoldUnder(), s, "$1$2$3")
+	s = replaceAdjacent(reItalic(), s, "$1$2$3")
+	s = replaceAdjacent(reUnderIt(), s, "$1$2$3")
+	return reStrike().ReplaceAllString(s, "$1")
 }
 
 // codeSpans hides `code` spans (escaped, kept in backticks when keep).
@@ -134,10 +175,11 @@ func codeSpans(p *protector, line string, keep bool) string {
 		}
 		b.WriteString(escape(line[:i]))
 		code := escape(line[i+1 : i+1+j])
+		shown := code
 		if keep {
-			code = "`" + code + "`"
+			shown = "`" + code + "`"
 		}
-		b.WriteString(p.hide(code))
+		b.WriteString(p.hide(shown, code))
 		line = line[i+j+2:]
 	}
 	b.WriteString(escape(line))
@@ -149,14 +191,17 @@ func inlineMrkdwn(line string) string {
 	s := codeSpans(p, line, true)
 	s = reImage().ReplaceAllStringFunc(s, func(m string) string {
 		sm := reImage().FindStringSubmatch(m)
-		return p.hide(link(sm[2], sm[1]))
+		label := p.label(sm[1])
+		return p.hide(link(sm[2], label), cmp.Or(label, sm[2]))
 	})
 	s = reLink().ReplaceAllStringFunc(s, func(m string) string {
 		sm := reLink().FindStringSubmatch(m)
-		return p.hide(link(sm[2], sm[1]))
+		label := p.label(sm[1])
+		return p.hide(link(sm[2], label), label)
 	})
 	s = reAutolink().ReplaceAllStringFunc(s, func(m string) string {
-		return p.hide("<" + reAutolink().FindStringSubmatch(m)[1] + ">")
+		url := reAutolink().FindStringSubmatch(m)[1]
+		return p.hide("<"+url+">", url)
 	})
 	s = reBoldStar().ReplaceAllString(s, "\x01$1\x01")
 	s = replaceAdjacent(reBoldUnder(), s, "$1\x01$2\x01$3")
@@ -178,15 +223,25 @@ func link(url, label string) string {
 func inlinePlain(line string) string {
 	p := &protector{}
 	s := codeSpans(p, line, false)
-	s = reImage().ReplaceAllString(s, "$1 ($2)")
+	// URLs are hidden: their _ and * are not emphasis.
+	s = reImage().ReplaceAllStringFunc(s, func(m string) string {
+		sm := reImage().FindStringSubmatch(m)
+		if sm[1] == "" {
+			return p.hide(sm[2], sm[2])
+		}
+		return sm[1] + " (" + p.hide(sm[2], sm[2]) + ")"
+	})
 	s = reLink().ReplaceAllStringFunc(s, func(m string) string {
 		sm := reLink().FindStringSubmatch(m)
 		if sm[1] == sm[2] {
-			return sm[2]
+			return p.hide(sm[2], sm[2])
 		}
-		return sm[1] + " (" + sm[2] + ")"
+		return sm[1] + " (" + p.hide(sm[2], sm[2]) + ")"
 	})
-	s = reAutolink().ReplaceAllString(s, "$1")
+	s = reAutolink().ReplaceAllStringFunc(s, func(m string) string {
+		url := reAutolink().FindStringSubmatch(m)[1]
+		return p.hide(url, url)
+	})
 	s = reBoldStar().ReplaceAllString(s, "$1")
 	s = replaceAdjacent(reBoldUnder(), s, "$1$2$3")
 	s = replaceAdjacent(reItalic(), s, "$1$2$3")

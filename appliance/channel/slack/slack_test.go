@@ -458,3 +458,17 @@ func TestStopLeavesNothingBehind(t *testing.T) {
 		t.Errorf("goroutines: %d before start, %d after stop", before, after)
 	}
 }
+
+// TestLinkLabelsArriveAsText: a link whose label holds code arrives with
+// the label as text (it arrived as "<url|\x000\x00>").
+func TestLinkLabelsArriveAsText(t *testing.T) {
+	f := newFake(t)
+	h := start(t, f, setup{})
+	h.env.Provider.Enqueue(providertest.Reply{Content: "Run [`perch status`](https://example.com/docs) to see [Foo](https://en.wikipedia.org/wiki/Foo_(bar))."})
+	h.connected(t)
+	f.PostMessage(slacktest.Message{Channel: "D1", ChannelType: "im", User: "U1", Text: "how?"})
+	p := waitPosted(t, f, 1)[0]
+	if want := "Run <https://example.com/docs|perch status> to see <https://en.wikipedia.org/wiki/Foo_(bar)|Foo>."; p.Text != want {
+		t.Errorf("posted %q, want %q", p.Text, want)
+	}
+}
