@@ -125,16 +125,76 @@ func (c *Channel) message(ctx context.Context, e event) (channel.Message, bool) 
 	return m, true
 }
 
-// botInThread reports whether the bot has a conversation in the thread:
-// a reply there is a reply to the bot, without a mention. The session
-// key is the record of it, so this survives restarts.
+// botInThread reports whether the bot has answered in the thread: a reply
+// there is a reply to the bot, without a mention. The store keeps the
+// threads it answered in (see answeredIn), apart from the session, which
+// /new and the session's expiry empty; a session with messages also counts,
+// for threads answered before that record was kept.
 func (c *Channel) botInThread(chat, thread string) bool {
+	key := chat + ":" + thread
+	c.mu.Lock()
+	held := c.threads.has(key)
+	c.mu.Unlock()
+	if held {
+		return true
+	}
+	if ok, err := c.in.Remembered("threads", key); err != nil {
+		c.log.Warn("cannot read the threads the bot answered in; a reply there needs a mention", "err", err)
+	} else if ok {
+		return true
+	}
 	if c.store == nil {
 		return false
 	}
-	info, err := c.store.Session(Name + ":" + chat + ":" + thread)
+	info, err := c.store.Session(Name + ":" + key)
 	return err == nil && info.Count > 0
 }
+
+// keptThreads is how many threads the store remembers the bot answered
+// in: in an older one, a reply needs a mention again.
+const keptThreads = 4096
+
+// answeredIn records that the bot answered in thread, so the thread's
+// replies reach it without a mention, after a restart or /new too.
+func (c *Channel) answeredIn(chat, thread string) {
+	if thread == "" {
+		return
+	}
+	key := chat + ":" + thread
+	c.mu.Lock()
+	held := c.threads.has(key)
+	c.threads.add(key)
+	c.mu.Unlock()
+	if held {
+		return
+	}
+	if err := c.in.Remember("threads", keptThreads, key); err != nil {
+		c.log.Warn("cannot record the thread the bot answered in; after /new or a restart a reply there needs a mention", "err", err)
+	}
+}
+
+// recent is a bounded set of keys, oldest dropped first.
+type recent struct {
+	max   int
+	order []string
+	set   map[string]bool
+}
+
+func newRecent(max int) *recent { return &recent{max: max, set: map[string]bool{}} }
+
+func (r *recent) add(k string) {
+	if r.set[k] {
+		return
+	}
+	r.set[k] = true
+	r.order = append(r.order, k)
+	if len(r.order) > r.max {
+		delete(r.set, r.order[0])
+		r.order = r.order[1:]
+	}
+}
+
+func (r *recent) has(k string) bool { return r.set[k] }
 
 // mentionedInBlocks finds a rich_text user element naming the bot: the
 // mention metadata Slack's clients attach.

@@ -83,6 +83,7 @@ type Channel struct {
 	mu      sync.Mutex
 	bot     botIdentity
 	mention *mentionPatterns // of bot
+	threads *recent          // threads answered in lately (the store has more)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -110,7 +111,7 @@ func newChannel(d channel.Deps, o options) (*Channel, error) {
 	hc := &http.Client{Timeout: 30 * time.Second}
 	c := &Channel{
 		http: hc, base: base, botTok: s.BotToken.Value(), store: d.Store, opts: o,
-		users: newUserCache(512, time.Hour),
+		users: newUserCache(512, time.Hour), threads: newRecent(512),
 	}
 	c.api = &webAPI{http: hc, base: base, bot: s.BotToken, app: s.AppToken}
 	c.in = channel.NewIntake(d, channel.IntakeOptions{Title: "Slack", Typing: c.typing})
@@ -295,6 +296,7 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 		if err != nil {
 			return err
 		}
+		c.answeredIn(out.ChatID, out.ThreadID)
 	}
 	for i, m := range out.Media {
 		unit := len(parts) + i

@@ -472,3 +472,33 @@ func TestLinkLabelsArriveAsText(t *testing.T) {
 		t.Errorf("posted %q, want %q", p.Text, want)
 	}
 }
+
+// TestThreadRepliesReachTheBotAfterNew: /new empties the thread's session,
+// not the bot's place in it: a reply there still needs no mention, before
+// and after a restart.
+func TestThreadRepliesReachTheBotAfterNew(t *testing.T) {
+	f := newFake(t)
+	h := start(t, f, setup{})
+	h.connected(t)
+	ts := f.PostMessage(slacktest.Message{Channel: "C1", User: "U1", Text: "<@" + f.BotUserID + "> hello"})
+	waitPosted(t, f, 1)
+	f.PostMessage(slacktest.Message{Channel: "C1", User: "U1", Text: "<@" + f.BotUserID + "> /new", ThreadTS: ts, ParentUserID: "U1"})
+	waitPosted(t, f, 2)
+	if info, _ := h.env.Store.Session("slack:C1:" + ts); info.Count != 0 {
+		t.Fatalf("the session holds %d messages after /new; the test needs it empty", info.Count)
+	}
+	f.PostMessage(slacktest.Message{Channel: "C1", User: "U1", Text: "so, what now?", ThreadTS: ts, ParentUserID: "U1"})
+	if p := waitPosted(t, f, 3)[2]; p.ThreadTS != ts || p.Text != "echo: so, what now?" {
+		t.Errorf("posted %+v; want the reply answered in thread %s", p, ts)
+	}
+	f.PostMessage(slacktest.Message{Channel: "C1", User: "U1", Text: "<@" + f.BotUserID + "> /new", ThreadTS: ts, ParentUserID: "U1"})
+	waitPosted(t, f, 4)
+	h.env.Stop()
+
+	h2 := start(t, f, setup{env: channeltest.Options{StorePath: h.env.StorePath, Provider: h.env.Provider, Workspace: h.env.Workspace}})
+	h2.connected(t)
+	f.PostMessage(slacktest.Message{Channel: "C1", User: "U1", Text: "still there?", ThreadTS: ts, ParentUserID: "U1"})
+	if p := waitPosted(t, f, 5)[4]; p.ThreadTS != ts || p.Text != "echo: still there?" {
+		t.Errorf("posted %+v after a restart; want the reply answered in thread %s", p, ts)
+	}
+}
