@@ -52,14 +52,18 @@ type options struct {
 	AckWithin time.Duration
 	// StartWait bounds how long Start waits for the first connection.
 	StartWait time.Duration
-	Backoff   channel.Backoff
+	// StableAfter is how long a connection must last for its end to be
+	// normal, replaced at once; one that ends sooner (Slack greets it,
+	// then drops it) is retried with backoff.
+	StableAfter time.Duration
+	Backoff     channel.Backoff
 	// Send tunes the sender's retries.
 	SendBackoff channel.Backoff
 }
 
 func defaultOptions() options {
 	return options{
-		PingTimeout: 30 * time.Second, AckWithin: 2500 * time.Millisecond, StartWait: 15 * time.Second,
+		PingTimeout: 30 * time.Second, AckWithin: 2500 * time.Millisecond, StartWait: 15 * time.Second, StableAfter: 30 * time.Second,
 		Backoff:     channel.Backoff{Min: time.Second, Max: 5 * time.Minute},
 		SendBackoff: channel.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second},
 	}

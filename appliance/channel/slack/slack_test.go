@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/channel/channeltest"
 	"github.com/perchhq/perch/appliance/channel/slack/slacktest"
 	"github.com/perchhq/perch/appliance/config"
@@ -500,5 +501,60 @@ func TestThreadRepliesReachTheBotAfterNew(t *testing.T) {
 	f.PostMessage(slacktest.Message{Channel: "C1", User: "U1", Text: "still there?", ThreadTS: ts, ParentUserID: "U1"})
 	if p := waitPosted(t, f, 5)[4]; p.ThreadTS != ts || p.Text != "echo: still there?" {
 		t.Errorf("posted %+v after a restart; want the reply answered in thread %s", p, ts)
+	}
+}
+
+// TestQuickDisconnectsBackOff: a connection Slack greets and drops before
+// StableAfter, or drops because the app has too many connections, is
+// retried with backoff, not in a loop of apps.connections.open calls; once
+// Slack lets it stay, it does.
+func TestQuickDisconnectsBackOff(t *testing.T) {
+	for _, c := range []struct {
+		reason string
+		stable time.Duration
+	}{
+		{"refresh_requested", time.Minute},
+		{"too_many_websockets", 0}, // however long the connection lasted
+	} {
+		reason := c.reason
+		t.Run(reason, func(t *testing.T) {
+			f := newFake(t)
+			f.DisconnectAfterHello(reason)
+			h := start(t, f, setup{opts: func(o *options) {
+				o.StableAfter = c.stable
+				o.Backoff = channel.Backoff{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond}
+			}})
+			time.Sleep(time.Second)
+			// 100, 200, 400, 400 ms of waits fit in a second: five opens
+			// at most.
+			if n := f.Stats().Opens; n > 6 {
+				t.Errorf("%d apps.connections.open calls in a second; want backoff between them", n)
+			}
+			if ok, msg := h.ch.Check(context.Background()); ok || !strings.Contains(msg, reason) {
+				t.Errorf("check: %v %q; want it failing with Slack's reason", ok, msg)
+			}
+			f.DisconnectAfterHello("")
+			h.connected(t)
+			f.PostMessage(slacktest.Message{Channel: "D1", ChannelType: "im", User: "U1", Text: "there?"})
+			waitPosted(t, f, 1)
+		})
+	}
+}
+
+// TestSocketModeTurnedOffStopsTheChannel: Slack's link_disabled (Socket
+// Mode turned off for the app) stops the channel with the fix in its
+// check, instead of reconnecting to be told again.
+func TestSocketModeTurnedOffStopsTheChannel(t *testing.T) {
+	f := newFake(t)
+	f.DisconnectAfterHello("link_disabled")
+	h := start(t, f, setup{})
+	waitFor(t, "the check to name the fix", func() bool {
+		_, msg := h.ch.Check(context.Background())
+		return strings.Contains(msg, "turn on Socket Mode")
+	})
+	opens := f.Stats().Opens
+	time.Sleep(300 * time.Millisecond)
+	if n := f.Stats().Opens; n != opens || n > 1 {
+		t.Errorf("%d apps.connections.open calls; want the first only", n)
 	}
 }

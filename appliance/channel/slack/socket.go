@@ -135,7 +135,7 @@ func (c *Channel) runSocket(ctx context.Context, report func(error) bool) error 
 			}
 			var se *statusError
 			if errors.As(err, &se) && se.Status == http.StatusNotFound {
-				return fmt.Errorf("slack: Socket Mode is not available (%w); turn on Socket Mode under Settings → Socket Mode in the app's configuration", err)
+				return fmt.Errorf("slack: Socket Mode is not available (%w); %s", err, turnOnSocketMode)
 			}
 			wait := b.Next()
 			if se != nil && se.RetryAfter > wait {
@@ -148,23 +148,50 @@ func (c *Channel) runSocket(ctx context.Context, report func(error) bool) error 
 			}
 			continue
 		}
+		began := time.Now()
 		hello, why := c.serve(ctx, ws, &sock, queue, &timers, report)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if hello {
+		var bye *disconnect
+		errors.As(why, &bye)
+		if bye != nil && bye.Reason == "link_disabled" {
+			// Slack says so to every new connection until the owner
+			// turns Socket Mode back on: reconnecting cannot help.
+			return fmt.Errorf("slack: Slack closed the connection because the app's Socket Mode is off (link_disabled); %s, then restart perch", turnOnSocketMode)
+		}
+		up := time.Since(began)
+		if hello && up >= c.opts.StableAfter && (bye == nil || bye.Reason != "too_many_websockets") {
+			// A connection that served a while ends in the normal
+			// course (Slack recycles its servers): replace it at once.
 			b.Reset()
 			c.log.Debug("Socket Mode connection replaced", "why", why)
 			continue
 		}
-		// A connection that closed before Slack said hello is a failure
-		// like any other: do not hammer Slack with new ones.
+		// A connection that ended soon after it opened, or before Slack
+		// said hello, is a failure like any other: do not hammer Slack
+		// with new ones.
 		wait := b.Next()
-		c.unreachable(fmt.Errorf("slack: the Socket Mode connection closed before Slack's hello: %w", why), wait)
+		if hello {
+			why = fmt.Errorf("slack: the Socket Mode connection ended %s after Slack's hello: %w", up.Round(time.Millisecond), why)
+		} else {
+			why = fmt.Errorf("slack: the Socket Mode connection closed before Slack's hello: %w", why)
+		}
+		c.unreachable(why, wait)
 		if !channel.Sleep(ctx, wait) {
 			return nil
 		}
 	}
+}
+
+// turnOnSocketMode is the fix when Slack has no Socket Mode for the app.
+const turnOnSocketMode = "turn on Socket Mode under Settings → Socket Mode in the app's configuration"
+
+// disconnect is Slack's request for a new connection.
+type disconnect struct{ Reason string }
+
+func (d *disconnect) Error() string {
+	return fmt.Sprintf("slack: Slack asked for a new connection (%s)", d.Reason)
 }
 
 // dial opens a Socket Mode connection: apps.connections.open with the
@@ -225,7 +252,7 @@ func (c *Channel) serve(ctx context.Context, ws *websocket.Conn, sock *socket, q
 			c.state.Connected()
 			report(nil)
 		case "disconnect":
-			return hello, fmt.Errorf("slack: Slack asked for a new connection (%s)", f.Reason)
+			return hello, &disconnect{Reason: f.Reason}
 		case "events_api":
 			if f.EnvelopeID == "" {
 				continue

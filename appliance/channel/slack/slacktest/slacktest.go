@@ -100,6 +100,7 @@ type Server struct {
 	reactions    map[string]bool // "channel/ts/name" present
 	uploads      map[string]*upload
 	down         bool
+	afterHello   string // a disconnect's reason each new connection gets after its hello
 	ts           atomic.Int64
 	seq          atomic.Int64
 	closed       chan struct{}

@@ -91,6 +91,14 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	s.mu.Lock()
+	reason := s.afterHello
+	s.mu.Unlock()
+	if reason != "" {
+		if c.write(map[string]any{"type": "disconnect", "reason": reason, "debug_info": map[string]any{"host": "fake-applink"}}) != nil {
+			return
+		}
+	}
 	s.wg.Add(1)
 	go s.pinger(c, done)
 	s.flush()
@@ -377,6 +385,16 @@ func (s *Server) Disconnect() {
 	for _, c := range conns {
 		c.write(map[string]any{"type": "disconnect", "reason": "refresh_requested", "debug_info": map[string]any{"host": "fake-applink"}})
 	}
+}
+
+// DisconnectAfterHello makes every new connection get, right after its
+// hello, a disconnect with reason: "link_disabled" as when the app's
+// Socket Mode is turned off, "too_many_websockets" as when the app holds
+// too many connections. "" stops it.
+func (s *Server) DisconnectAfterHello(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.afterHello = reason
 }
 
 // Drop cuts every connection without a close frame.
