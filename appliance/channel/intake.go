@@ -162,6 +162,9 @@ func (in *Intake) Remembered(name, key string) (bool, error) {
 	return db.Remembered(in.name+"/"+name, key)
 }
 
+// TypingFor is how long the typing indicator shows at most.
+func (in *Intake) TypingFor() time.Duration { return in.opts.TypingFor }
+
 // Seen reports whether the event id was received before (a platform that
 // must acknowledge events can skip the work of parsing a redelivery).
 func (in *Intake) Seen(eventID string) bool { return in.hub.seen(in.name, eventID) }

@@ -3,6 +3,7 @@ package channel
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/config"
@@ -44,6 +45,9 @@ type Deps struct {
 	// configured on the same port is served by the gateway itself.
 	GatewayHost string
 	GatewayPort int
+	// TurnTimeout is how long the agent may work on a message
+	// (agents.defaults.turn_timeout_seconds); 0: unknown.
+	TurnTimeout time.Duration
 }
 
 // Routes registers HTTP routes on the gateway's listener.

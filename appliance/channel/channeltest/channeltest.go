@@ -114,7 +114,7 @@ func New(tb testing.TB, o Options) *Env {
 	}
 	e.Agent = agent.New(agent.Options{
 		Store: db, Provider: cl, Tools: e.Tools, Bus: e.Bus, Log: e.Log, Workspace: e.Workspace,
-		MaxToolIterations: 5, MaxConcurrentTurns: 4, MaxQueuedTurns: 16, TurnTimeout: 20 * time.Second, HistoryLimit: 100,
+		MaxToolIterations: 5, MaxConcurrentTurns: 4, MaxQueuedTurns: 16, TurnTimeout: turnTimeout, HistoryLimit: 100,
 	})
 	tb.Cleanup(e.Stop)
 	return e
@@ -133,9 +133,13 @@ func (e *Env) Executed(name string) int {
 	return e.executed[name]
 }
 
+// turnTimeout bounds the agent's turns.
+const turnTimeout = 20 * time.Second
+
 // Deps are the channel.Deps of a platform with section sec.
 func (e *Env) Deps(sec config.ChannelSection) channel.Deps {
-	return channel.Deps{Section: sec, Bus: e.Bus, Store: e.Store, Log: e.Log.With("channel", sec.Name), Workspace: e.Workspace, Hub: e.Hub}
+	return channel.Deps{Section: sec, Bus: e.Bus, Store: e.Store, Log: e.Log.With("channel", sec.Name), Workspace: e.Workspace, Hub: e.Hub,
+		TurnTimeout: turnTimeout}
 }
 
 // Start registers the channels and starts them, the dispatcher and the

@@ -558,3 +558,25 @@ func TestSocketModeTurnedOffStopsTheChannel(t *testing.T) {
 		t.Errorf("%d apps.connections.open calls; want the first only", n)
 	}
 }
+
+// TestWorkingReactionLastsAsLongAsATurn: the :eyes: reaction is bounded by
+// the turn's timeout and the reply's delivery, not by the 2 minutes other
+// platforms' typing indicators get (a turn may run 5).
+func TestWorkingReactionLastsAsLongAsATurn(t *testing.T) {
+	env := channeltest.New(t, channeltest.Options{})
+	for _, turn := range []time.Duration{300 * time.Second, 0, 20 * time.Minute} {
+		d := env.Deps(section("http://127.0.0.1:1/api/", "xoxb-1", "xapp-1", nil))
+		d.TurnTimeout = turn
+		ch, err := newChannel(d, testOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := turn
+		if want == 0 {
+			want = 300 * time.Second // the config's default
+		}
+		if got := ch.in.TypingFor(); got < want {
+			t.Errorf("turn timeout %s: the reaction lasts at most %s; want at least the turn's %s", turn, got, want)
+		}
+	}
+}
