@@ -6,9 +6,9 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"unicode/utf16"
 	"testing"
 	"time"
+	"unicode/utf16"
 )
 
 func quietSender(st *State) (*Sender, *bytes.Buffer) {
