@@ -494,3 +494,17 @@ func TestAPartlySentReplyResumesAfterTheWaitAsked(t *testing.T) {
 		t.Errorf("sends from part %v, inbox %d; want part 2, then part 3 after the wait", got, r.inboxLen())
 	}
 }
+
+// Every platform's typing indicator lasts as long as a turn may run: it
+// stopped after two minutes, while the agent may work for five.
+func TestTypingLastsAsLongAsATurnMay(t *testing.T) {
+	r := newRig(t, "")
+	cfg := config.Default()
+	sec, _ := cfg.Channels.Section("telegram")
+	for turn, want := range map[time.Duration]time.Duration{0: 300*time.Second + SendTimeout, 10 * time.Minute: 10*time.Minute + SendTimeout} {
+		in := NewIntake(Deps{Section: sec, Bus: r.bus, Store: r.db, Log: slog.New(slog.DiscardHandler), Hub: r.hub, TurnTimeout: turn}, IntakeOptions{})
+		if got := in.TypingFor(); got != want {
+			t.Errorf("turn timeout %s: typing for %s, want %s", turn, got, want)
+		}
+	}
+}

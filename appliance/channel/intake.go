@@ -25,7 +25,8 @@ type IntakeOptions struct {
 	// Typing shows the platform's typing indicator in in's chat. It is
 	// called when a message reaches the agent and again every TypingEvery
 	// (0: once, as LINE's loading indicator lasts by itself) until the
-	// reply is sent or TypingFor passes (default 2 min).
+	// reply is sent or TypingFor passes (default: as long as a turn may
+	// run, agents.defaults.turn_timeout_seconds, and its reply be sent).
 	Typing      func(ctx context.Context, in bus.Inbound) error
 	TypingEvery time.Duration
 	TypingFor   time.Duration
@@ -75,7 +76,7 @@ func NewIntake(d Deps, o IntakeOptions) *Intake {
 		title = d.Section.Name
 	}
 	if o.TypingFor <= 0 {
-		o.TypingFor = 2 * time.Minute
+		o.TypingFor = workingFor(d.TurnTimeout)
 	}
 	ws := d.Workspace
 	if ws == "" {
@@ -160,6 +161,17 @@ func (in *Intake) Remembered(name, key string) (bool, error) {
 		return false, nil
 	}
 	return db.Remembered(in.name+"/"+name, key)
+}
+
+// workingFor bounds the typing indicator: a turn may run turnTimeout (the
+// config's default when unknown), and its reply may then take SendTimeout
+// to deliver. The indicator stops when the reply is sent; this only bounds
+// it when that news never comes.
+func workingFor(turnTimeout time.Duration) time.Duration {
+	if turnTimeout <= 0 {
+		turnTimeout = time.Duration(config.Default().Agents.Defaults.TurnTimeoutSeconds) * time.Second
+	}
+	return turnTimeout + SendTimeout
 }
 
 // TypingFor is how long the typing indicator shows at most.

@@ -118,7 +118,7 @@ func newChannel(d channel.Deps, o options) (*Channel, error) {
 		users: newUserCache(512, time.Hour), threads: newRecent(512),
 	}
 	c.api = &webAPI{http: hc, base: base, bot: s.BotToken, app: s.AppToken}
-	c.in = channel.NewIntake(d, channel.IntakeOptions{Title: "Slack", Typing: c.typing, TypingFor: workingFor(d.TurnTimeout)})
+	c.in = channel.NewIntake(d, channel.IntakeOptions{Title: "Slack", Typing: c.typing})
 	c.state = c.in.State()
 	c.log = c.in.Log()
 	c.sender = c.in.Sender()
@@ -362,17 +362,6 @@ func classify(err error) error {
 		return channel.Fail(channel.Permanent, err)
 	}
 	return channel.Fail(channel.Transient, err)
-}
-
-// workingFor bounds the :eyes: reaction: a turn may run turnTimeout (the
-// config's default when unknown), and its reply may then take
-// channel.SendTimeout to deliver. The reaction goes when the reply is sent;
-// this only bounds it when that news never comes.
-func workingFor(turnTimeout time.Duration) time.Duration {
-	if turnTimeout <= 0 {
-		turnTimeout = time.Duration(config.Default().Agents.Defaults.TurnTimeoutSeconds) * time.Second
-	}
-	return turnTimeout + channel.SendTimeout
 }
 
 // typing marks the message being answered with an :eyes: reaction until
