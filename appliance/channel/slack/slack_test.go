@@ -282,7 +282,11 @@ func TestFiftyReconnectsLeaveNothingBehind(t *testing.T) {
 	waitPosted(t, f, 1)
 	settle()
 	g1, h1 := runtime.NumGoroutine(), heapInUse()
-	if g1 > g0+3 {
+	// A goroutine left by each reconnect would be 50 more; the last
+	// message's idle keep-alive connections (to the provider and the
+	// platform's API, two goroutines each) are not a leak, and under a
+	// loaded machine they may not have closed yet.
+	if g1 > g0+10 {
 		t.Errorf("goroutines grew from %d to %d over 50 reconnects", g0, g1)
 	}
 	if h1 > h0+1<<20 {
