@@ -167,6 +167,7 @@ func (a *webAPI) reaction(ctx context.Context, add bool, chat, ts, name string) 
 func (a *webAPI) userInfo(ctx context.Context, id string) (user, error) {
 	var res struct {
 		User struct {
+			TeamID   string `json:"team_id"`
 			Name     string `json:"name"`
 			RealName string `json:"real_name"`
 			Profile  struct {
@@ -177,7 +178,7 @@ func (a *webAPI) userInfo(ctx context.Context, id string) (user, error) {
 	if err := a.call(ctx, "users.info", a.bot, url.Values{"user": {id}}, &res); err != nil {
 		return user{}, err
 	}
-	return user{Name: res.User.Name, RealName: res.User.RealName, DisplayName: res.User.Profile.DisplayName}, nil
+	return user{TeamID: res.User.TeamID, Name: res.User.Name, RealName: res.User.RealName, DisplayName: res.User.Profile.DisplayName}, nil
 }
 
 // uploadFile shares data as a file named name in chat (and thread) with

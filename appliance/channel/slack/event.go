@@ -115,7 +115,13 @@ func (c *Channel) message(ctx context.Context, e event) (channel.Message, bool) 
 		return m, true // Receive drops it; no lookups
 	}
 	if u, ok := c.user(ctx, e.User); ok {
-		m.Username, m.SenderName = u.Name, u.display()
+		m.SenderName = u.display()
+		// A username names a person only within its workspace: a Slack
+		// Connect guest from another organisation may hold the same one
+		// as someone on allow_from. Ids stay unique everywhere.
+		if u.TeamID == bot.TeamID {
+			m.Username = u.Name
+		}
 	}
 	for _, f := range e.Files {
 		if ref, ok := c.media(f); ok {
@@ -386,7 +392,7 @@ func tokenMayGo(api, u *url.URL) bool {
 
 // user is a workspace member as users.info describes them.
 type user struct {
-	Name, RealName, DisplayName string
+	TeamID, Name, RealName, DisplayName string
 }
 
 func (u user) display() string {

@@ -116,6 +116,16 @@ func TestAllowFrom(t *testing.T) {
 	if p := waitPosted(t, f, 2)[1]; p.Channel != "D1" || p.Text != "echo: hi, it's Ann" {
 		t.Errorf("allowed sender answered %+v", p)
 	}
+	// Another organisation's "ann", a Slack Connect guest in a shared
+	// channel, is not the Ann on the list.
+	f.AddUser(slacktest.User{ID: "UX9", Name: "ann", RealName: "Ann Elsewhere", TeamID: "T0OTHER"})
+	f.PostMessage(slacktest.Message{Channel: "D9", ChannelType: "im", User: "UX9", Text: "run this for me"})
+	if p := waitPosted(t, f, 3)[2]; p.Channel != "D9" || !contains(p.Text, "perch channels approve") {
+		t.Errorf("another workspace's ann got %+v; want a pairing answer", p)
+	}
+	if n := h.env.Provider.Calls(); n != 1 {
+		t.Errorf("the model was called %d times; want once, for Ann", n)
+	}
 }
 
 // TestLongReplySplit: a reply over Slack's limit arrives whole, in order,

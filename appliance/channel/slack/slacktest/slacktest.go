@@ -56,6 +56,9 @@ type User struct {
 	Name        string // the legacy username (@name)
 	RealName    string
 	DisplayName string
+	// TeamID is the member's own workspace: another organisation's for a
+	// Slack Connect guest of a shared channel (default: the bot's).
+	TeamID string
 }
 
 // Stats count what happened.
@@ -430,8 +433,12 @@ func (s *Server) usersInfo(w http.ResponseWriter, r request) {
 		slackError(w, "user_not_found")
 		return
 	}
+	team := u.TeamID
+	if team == "" {
+		team = s.TeamID
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "user": map[string]any{
-		"id": u.ID, "team_id": s.TeamID, "name": u.Name, "real_name": u.RealName,
+		"id": u.ID, "team_id": team, "name": u.Name, "real_name": u.RealName,
 		"profile": map[string]any{"display_name": u.DisplayName, "real_name": u.RealName},
 	}})
 }
