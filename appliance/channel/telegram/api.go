@@ -212,6 +212,8 @@ type message struct {
 	Animation *fileInfo  `json:"animation"`
 	Document  *fileInfo  `json:"document"`
 	Sticker   *struct{}  `json:"sticker"`
+	// MediaGroupID joins the messages of an album (photos sent together).
+	MediaGroupID string `json:"media_group_id"`
 }
 
 type chatInfo struct {

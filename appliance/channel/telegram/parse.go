@@ -14,22 +14,38 @@ import (
 )
 
 // parse decodes one update. id is 0 when not even the update id can be
-// read; msg is nil for updates that carry no message for the agent.
-func (c *Channel) parse(raw json.RawMessage) (id int64, msg *channel.Message, err error) {
+// read; msg is nil for updates that carry no message for the agent. album
+// names the album the message is a part of ("" for none).
+func (c *Channel) parse(raw json.RawMessage) (id int64, msg *channel.Message, album string, err error) {
 	var u update
 	if err := json.Unmarshal(raw, &u); err != nil {
 		var head struct {
 			ID int64 `json:"update_id"`
 		}
 		json.Unmarshal(raw, &head)
-		return head.ID, nil, err
+		return head.ID, nil, "", err
 	}
 	if u.Message == nil || u.Message.From == nil || u.Message.From.IsBot {
-		return u.ID, nil, nil
+		return u.ID, nil, "", nil
 	}
 	m := c.message(u.Message)
 	m.EventID = c.eventID(u.ID)
-	return u.ID, &m, nil
+	if g := u.Message.MediaGroupID; g != "" {
+		album = m.ChatID + "/" + g
+	}
+	return u.ID, &m, album, nil
+}
+
+// join adds part, a later message of the same album, to m: its media, and
+// its text when m has none (the caption is on one photo of the album, not
+// always the first).
+func join(m *channel.Message, part channel.Message) {
+	m.Media = append(m.Media, part.Media...)
+	if strings.TrimSpace(m.Text) == "" {
+		m.Text = part.Text
+	}
+	m.Mentioned = m.Mentioned || part.Mentioned
+	m.ReplyToBot = m.ReplyToBot || part.ReplyToBot
 }
 
 // message turns a Telegram message into the framework's.

@@ -61,6 +61,7 @@ func (c *Channel) poll(ctx context.Context, alive func()) error {
 			c.conflicts = 0
 		}
 		alive()
+		ups = c.restOfAlbum(ctx, ups)
 		// Handling is not the connection going quiet: a photo's download
 		// and a voice message's transcription take up to two minutes each,
 		// longer than Quiet. The watchdog hears from a ticker meanwhile,
@@ -73,6 +74,42 @@ func (c *Channel) poll(ctx context.Context, alive func()) error {
 			return err
 		}
 	}
+}
+
+// albumWait is how long the rest of an album is waited for when an
+// answer ends with one of its photos: a phone sends them within moments.
+const albumWait = time.Second
+
+// restOfAlbum returns ups, or, when its last update is a photo of an
+// album whose other photos may still be on their way, the updates from the
+// same offset a moment later (those and whatever came since). Asking from
+// a later offset would confirm the updates before it to Telegram before
+// they are stored.
+func (c *Channel) restOfAlbum(ctx context.Context, ups []json.RawMessage) []json.RawMessage {
+	if len(ups) == 0 || albumOf(ups[len(ups)-1]) == "" {
+		return ups
+	}
+	if !channel.Sleep(ctx, albumWait) {
+		return ups
+	}
+	more, err := c.getUpdates(ctx, c.offset, 0, 100)
+	if err != nil || len(more) < len(ups) {
+		return ups
+	}
+	return more
+}
+
+// albumOf is the media_group_id of an update's message.
+func albumOf(raw json.RawMessage) string {
+	var u struct {
+		Message *struct {
+			MediaGroupID string `json:"media_group_id"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(raw, &u) != nil || u.Message == nil {
+		return ""
+	}
+	return u.Message.MediaGroupID
 }
 
 // keepAlive calls alive every d until stop, which returns once it no
@@ -104,11 +141,14 @@ func keepAlive(alive func(), d time.Duration) (stop func()) {
 // made durable: it is polled again.
 func (c *Channel) handle(ctx context.Context, ups []json.RawMessage) error {
 	next := c.offset
+	type parsed struct {
+		id    int64
+		msg   *channel.Message
+		album string
+	}
+	var all []parsed
 	for _, raw := range ups {
-		if ctx.Err() != nil {
-			break // not handled: it comes again after the restart
-		}
-		id, msg, err := c.parse(raw)
+		id, msg, album, err := c.parse(raw)
 		if id == 0 {
 			c.log.Warn("Telegram update without an id ignored", "err", err, "update", clipRaw(raw))
 			continue
@@ -119,6 +159,22 @@ func (c *Channel) handle(ctx context.Context, ups []json.RawMessage) error {
 		if msg != nil && c.seenBare(id) {
 			c.log.Debug("redelivered event dropped", "event", id)
 			msg = nil
+		}
+		all = append(all, parsed{id, msg, album})
+	}
+	for i := 0; i < len(all); i++ {
+		if ctx.Err() != nil {
+			break // not handled: it comes again after the restart
+		}
+		id, msg := all[i].id, all[i].msg
+		// An album is one message to the agent: its photos arrive as
+		// messages of their own, one of them with the caption (and, in a
+		// group, the mention), and answering each would answer the
+		// captionless ones with guesses.
+		for msg != nil && all[i].album != "" && i+1 < len(all) && all[i+1].album == all[i].album && all[i+1].msg != nil {
+			i++
+			join(msg, *all[i].msg)
+			id = all[i].id
 		}
 		if msg != nil {
 			if err := c.intake.Receive(ctx, *msg); err != nil {

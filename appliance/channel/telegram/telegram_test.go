@@ -790,3 +790,35 @@ func TestOffsetSavedBeforeBotIDsIsKeptForTheSameBot(t *testing.T) {
 		t.Errorf("saved offset %+v, %v; want it to name bot %d", saved, err, fake.Bot().ID)
 	}
 }
+
+// An album (photos sent together, each its own Telegram message) is one
+// message to the agent, with every photo and the caption, whichever photo
+// carries it; in a group, the mention on one photo admits the album. A
+// photo that arrives a moment after the others still joins them.
+func TestAnAlbumIsOneMessage(t *testing.T) {
+	fake := newFake(t)
+	h, _ := start(t, fake, channeltest.Options{}, nil, fastOptions())
+	for _, id := range []string{"p1", "p2", "p3"} {
+		fake.AddFile(id, []byte("\xff\xd8\xff fake jpeg "+id))
+	}
+	mention := map[string]any{"type": "mention", "offset": 0, "length": len("@perch_test_bot")}
+	fake.Add(telegramtest.Message{From: alice, ChatID: -500, ChatType: "group", Photo: "p1", MediaGroup: "g1"})
+	fake.Add(telegramtest.Message{From: alice, ChatID: -500, ChatType: "group", Photo: "p2", MediaGroup: "g1",
+		Text: "@perch_test_bot which of these plants is sick?", Entities: []map[string]any{mention}})
+	fake.WaitSent(1, 10*time.Second)
+	fake.Add(telegramtest.Message{From: alice, Photo: "p1", MediaGroup: "g2"})
+	time.Sleep(300 * time.Millisecond) // the second photo comes in a later getUpdates answer
+	fake.Add(telegramtest.Message{From: alice, Photo: "p3", MediaGroup: "g2", Text: "and these?"})
+	fake.WaitSent(2, 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	reqs := h.Provider.Requests()
+	if len(reqs) != 2 || len(fake.Sent()) != 2 {
+		t.Fatalf("%d model calls, %d answers; want one for each album", len(reqs), len(fake.Sent()))
+	}
+	for i, want := range []string{"which of these plants is sick?", "and these?"} {
+		got := providertest.LastUser(reqs[i].Body)
+		if !strings.Contains(got, want) || strings.Count(got, "[image attached: ") != 2 {
+			t.Errorf("album %d: the model saw %q; want the caption and both photos", i+1, got)
+		}
+	}
+}

@@ -185,6 +185,9 @@ type Message struct {
 	Voice, Photo string
 	Document     *Document
 	Sticker      bool
+	// MediaGroup makes the message a part of an album: the photos sent
+	// together, each its own message with the same media_group_id.
+	MediaGroup string
 }
 
 // Document is a file attachment.
@@ -223,6 +226,9 @@ func (s *Server) Add(m Message) int64 {
 		msg["reply_to_message"] = map[string]any{"message_id": s.nextMsg - 1, "date": time.Now().Unix(),
 			"chat": msg["chat"], "from": s.bot, "text": "an earlier answer"}
 	}
+	if m.MediaGroup != "" {
+		msg["media_group_id"] = m.MediaGroup
+	}
 	if m.ThreadID != 0 {
 		msg["message_thread_id"] = m.ThreadID
 		msg["is_topic_message"] = true
@@ -238,8 +244,14 @@ func (s *Server) Add(m Message) int64 {
 			{"file_id": m.Photo, "file_unique_id": "u" + m.Photo, "width": 800, "height": 600, "file_size": len(f.data)},
 		}
 		if m.Text != "" {
+			// A photo's text is its caption, and its entities the
+			// caption's.
 			delete(msg, "text")
 			msg["caption"] = m.Text
+			if e, ok := msg["entities"]; ok {
+				delete(msg, "entities")
+				msg["caption_entities"] = e
+			}
 		}
 	}
 	if d := m.Document; d != nil {
