@@ -24,6 +24,11 @@ type record struct {
 // model (and the user's wallet).
 const MinEvery = 10
 
+// MaxSeconds bounds at_seconds and every_seconds at ten years: a count of
+// seconds past what a time.Duration holds (about 292 years) wrapped to a
+// negative interval, and such a job fired hundreds of times a second.
+const MaxSeconds = 10 * 365 * 24 * 3600
+
 // Validate checks a spec as added, naming the field to fix. Field names are
 // the API's (at_seconds, cron_expr, …); the CLI rewords them as its flags.
 func Validate(spec api.JobSpec) error {
@@ -34,12 +39,16 @@ func Validate(spec api.JobSpec) error {
 		n++
 		if *s.AtSeconds < 0 {
 			errs = append(errs, fmt.Errorf("at_seconds must be 0 or more (seconds from now), got %d", *s.AtSeconds))
+		} else if *s.AtSeconds > MaxSeconds {
+			errs = append(errs, fmt.Errorf("at_seconds must be at most %d (ten years), got %d", MaxSeconds, *s.AtSeconds))
 		}
 	}
 	if s.EverySeconds != nil {
 		n++
 		if *s.EverySeconds < MinEvery {
 			errs = append(errs, fmt.Errorf("every_seconds must be at least %d seconds, got %d", MinEvery, *s.EverySeconds))
+		} else if *s.EverySeconds > MaxSeconds {
+			errs = append(errs, fmt.Errorf("every_seconds must be at most %d (ten years), got %d", MaxSeconds, *s.EverySeconds))
 		}
 	}
 	if s.CronExpr != "" {
@@ -121,4 +130,12 @@ func (o onceAt) Next(now time.Time) time.Time {
 // everyN fires every d, starting d after the job was scheduled.
 type everyN struct{ d time.Duration }
 
-func (e everyN) Next(now time.Time) time.Time { return now.Add(e.d).Truncate(time.Second) }
+// Next is never for an interval below the floor, such as one a job kept
+// from before MaxSeconds wrapped to: a time that has passed would fire it
+// again at once, for ever.
+func (e everyN) Next(now time.Time) time.Time {
+	if e.d < MinEvery*time.Second {
+		return time.Time{}
+	}
+	return now.Add(e.d).Truncate(time.Second)
+}

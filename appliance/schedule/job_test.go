@@ -36,6 +36,10 @@ func TestJobValidate(t *testing.T) {
 		{"negative at_seconds", api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(-1)}}, []string{"at_seconds must be 0 or more", "got -1"}},
 		{"every_seconds too short", api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(MinEvery - 1)}}, []string{"every_seconds must be at least 10", "got 9"}},
 		{"every_seconds zero", api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(0)}}, []string{"every_seconds must be at least 10"}},
+		// Past what a time.Duration holds, the interval wrapped negative
+		// and the job fired hundreds of times a second.
+		{"every_seconds past ten years", api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(9300009600)}}, []string{"every_seconds must be at most 315360000 (ten years)"}},
+		{"at_seconds past ten years", api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(99999999999999)}}, []string{"at_seconds must be at most 315360000"}},
 		{"cron_expr four fields", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "0 9 * *"}}, []string{`cron_expr "0 9 * *" must have five fields`, "minute hour day-of-month month day-of-week"}},
 		{"cron_expr six fields", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "0 0 9 * * *"}}, []string{"must have five fields"}},
 		{"cron_expr out of range", api.JobSpec{Message: "m", Schedule: api.Schedule{CronExpr: "61 * * * *"}}, []string{`cron_expr "61 * * * *": the minute (0-59) field "61": end of range (61) above maximum (59)`}},
@@ -90,6 +94,11 @@ func TestOnceAtAndEveryN(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 700_000_000, time.UTC)
 	if got, want := e.Next(now), time.Date(2030, 1, 2, 3, 5, 35, 0, time.UTC); !got.Equal(want) {
 		t.Errorf("everyN.Next = %v, want %v (whole seconds)", got, want)
+	}
+	// A job stored with an interval that wrapped negative never runs,
+	// rather than at once for ever.
+	if got := (everyN{-time.Hour}).Next(now); !got.IsZero() {
+		t.Errorf("a negative interval: Next = %v, want never", got)
 	}
 }
 
