@@ -475,6 +475,9 @@ func (s *System) Stop(ctx context.Context) error {
 		note("watchdog", s.Watchdog.Stop(ctx))
 	}
 	var httpDone chan error
+	if s.Web != nil {
+		s.Web.CloseStreams()
+	}
 	if s.HTTP != nil {
 		s.HTTP.SetReady(false)
 		httpDone = make(chan error, 1)

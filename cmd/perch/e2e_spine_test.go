@@ -115,6 +115,32 @@ func TestSignalsExitZero(t *testing.T) {
 	}
 }
 
+// TestStopWithAPageOpen: a page's event stream, which never ends by
+// itself, does not hold up the stop: with one open, SIGTERM took the
+// shutdown's whole 30 s and the stop was unclean.
+func TestStopWithAPageOpen(t *testing.T) {
+	h := NewHome(t, nil)
+	g := h.Start()
+	status, m := g.Do("POST", "/events/ticket", map[string]any{})
+	ticket, _ := m["ticket"].(string)
+	if status != 200 || ticket == "" {
+		t.Fatalf("ticket: %d %v", status, m)
+	}
+	resp, err := http.Get(g.Base + "/events?ticket=" + ticket)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the event stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	start := time.Now()
+	g.Signal(syscall.SIGTERM)
+	if code := g.Wait(15 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if took := time.Since(start); took > 5*time.Second || strings.Contains(g.Stderr(), "unclean stop") {
+		t.Errorf("the stop took %s with a page open:\n%s", took, g.Stderr())
+	}
+}
+
 // TestHangupIgnoredUnderNohup: a gateway started ignoring SIGHUP (nohup
 // perch gateway &) outlives its terminal.
 func TestHangupIgnoredUnderNohup(t *testing.T) {

@@ -141,9 +141,16 @@ func (c *Channel) Start(ctx context.Context) error {
 	return nil
 }
 
+// CloseStreams ends every page's event stream. The gateway calls it as it
+// stops, before its HTTP server's shutdown: that waits for requests to
+// finish, and a page's stream never does by itself (a stop with one page
+// open took 32 s, the shutdown's whole deadline, and left the board
+// unreachable meanwhile). Pages reconnect to the next gateway.
+func (c *Channel) CloseStreams() { c.hub.close() }
+
 // Stop ends every page's stream and the status updates.
 func (c *Channel) Stop(ctx context.Context) error {
-	c.hub.close()
+	c.CloseStreams()
 	c.mu.Lock()
 	stop, done := c.stopStatus, c.statusDone
 	c.mu.Unlock()
