@@ -383,18 +383,27 @@ func (c *Channel) Send(ctx context.Context, out bus.Outbound) error {
 		if unit < out.Delivered {
 			continue
 		}
-		f, err := channel.OpenMedia(m, uploadMax)
-		if err != nil {
-			c.log.Warn("a file could not be sent", "chat", out.ChatID, "err", err)
-			c.state.Fail(fmt.Errorf("sending a file to chat %s: %w", out.ChatID, err))
-			continue
+		var up *upload
+		content := ""
+		if strings.HasPrefix(m.URL, "https://") || strings.HasPrefix(m.URL, "http://") {
+			// Discord shows a picture at an address itself (an embed):
+			// the address is the message.
+			content = m.URL
+		} else {
+			f, err := channel.OpenMedia(m, uploadMax)
+			if err != nil {
+				c.log.Warn("a file could not be sent", "chat", out.ChatID, "err", err)
+				c.state.Fail(fmt.Errorf("sending a file to chat %s: %w", out.ChatID, err))
+				continue
+			}
+			up = &upload{Name: f.Name, MIME: f.MIME, Data: f.Data}
 		}
-		err = c.sender.Do(ctx, "upload", func(ctx context.Context) error {
-			data := messageSend{AllowedMentions: noPings()}
+		err := c.sender.Do(ctx, "upload", func(ctx context.Context) error {
+			data := messageSend{Content: content, AllowedMentions: noPings()}
 			if !replied && out.ReplyTo != "" {
 				data.Reference = reference(out)
 			}
-			err := c.rest.createMessage(ctx, out.ChatID, data, &upload{Name: f.Name, MIME: f.MIME, Data: f.Data})
+			err := c.rest.createMessage(ctx, out.ChatID, data, up)
 			if err == nil {
 				replied = true
 			}

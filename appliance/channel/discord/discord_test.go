@@ -381,6 +381,20 @@ func TestImageSentAsFile(t *testing.T) {
 	}
 }
 
+// TestImageAtAnAddressSentAsItsAddress: an image the model names by its
+// address (not a file here) goes as a message holding the address, which
+// Discord shows as the picture; it was skipped with a warning only.
+func TestImageAtAnAddressSentAsItsAddress(t *testing.T) {
+	f := newFake(t)
+	h := start(t, f, setup{})
+	h.connected(t)
+	outbound(t, h, bus.Outbound{ChatID: "500", Text: "Here it is.", Media: []bus.Media{{Kind: "image", URL: "https://example.com/plot.png"}}})
+	s := waitSent(t, f, 2)
+	if s[0].Content != "Here it is." || s[1].Content != "https://example.com/plot.png" || len(s[1].Files) != 0 {
+		t.Errorf("sent %+v", s)
+	}
+}
+
 // TestStopLeavesNothingBehind: stopping the channel is prompt, ends the
 // Discord session (the bot shows offline at once) and leaves none of its
 // goroutines.
