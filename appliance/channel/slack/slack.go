@@ -385,6 +385,11 @@ func (c *Channel) typing(ctx context.Context, in bus.Inbound) error {
 // thread, with Slack's external upload (files.getUploadURLExternal, the
 // upload, files.completeUploadExternal).
 func (c *Channel) upload(ctx context.Context, out bus.Outbound, m bus.Media) error {
+	if strings.HasPrefix(m.URL, "https://") || strings.HasPrefix(m.URL, "http://") {
+		// Slack shows a picture at an address itself (it unfurls the
+		// link): the address is the message.
+		return c.post(ctx, out.ChatID, out.ThreadID, m.URL, false)
+	}
 	f, err := channel.OpenMedia(m, 0)
 	if err != nil {
 		return channel.Fail(channel.Permanent, fmt.Errorf("slack: %w", err))

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/channel/channeltest"
 	"github.com/perchhq/perch/appliance/channel/slack/slacktest"
@@ -416,6 +417,23 @@ func TestImageSentAsFile(t *testing.T) {
 	p := waitPosted(t, f, 2)[1]
 	if p.File != "chart.png" || string(p.FileData) != string(img) || p.Channel != "C1" || p.ThreadTS != ts {
 		t.Errorf("file post %+v", p)
+	}
+}
+
+// TestImageAtAnAddressSentAsItsAddress: an image the model names by its
+// web address goes as a message holding the address, which Slack unfurls
+// into the picture; it failed the reply as "neither a path nor data".
+func TestImageAtAnAddressSentAsItsAddress(t *testing.T) {
+	f := newFake(t)
+	h := start(t, f, setup{})
+	h.connected(t)
+	err := h.env.Bus.PublishOutbound(bus.Outbound{Channel: Name, ChatID: "C1", ThreadID: "1.2", Media: []bus.Media{{Kind: "image", URL: "https://example.com/plot.png"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := waitPosted(t, f, 1)[0]
+	if !strings.Contains(p.Text, "https://example.com/plot.png") || p.Channel != "C1" || p.ThreadTS != "1.2" || p.File != "" {
+		t.Errorf("posted %+v", p)
 	}
 }
 
