@@ -57,32 +57,15 @@ func NewWebFetch(opts WebFetchOptions) Tool {
 	if opts.UserAgent == "" {
 		opts.UserAgent = "Mozilla/5.0 (compatible; Perch; +https://github.com/perchhq/perch)"
 	}
-	guard := dialGuard{allowPrivate: opts.AllowPrivate, allow: opts.AllowNets}
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: guard.control}
-	transport := &http.Transport{
-		// No proxy: the guard checks the address dialled, and behind a proxy
-		// that would be the proxy's, not the page's.
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          8,
-		IdleConnTimeout:       60 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 20 * time.Second,
-	}
 	f := &webFetch{opts: opts}
-	f.client = &http.Client{
-		Transport: transport,
-		Timeout:   opts.Timeout,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) > opts.MaxRedirects {
-				return fmt.Errorf("stopped after %d redirects (last to %s)", opts.MaxRedirects, req.URL.Redacted())
-			}
-			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-				return fmt.Errorf("redirected to %s, which is not http or https", req.URL.Redacted())
-			}
-			return nil
-		},
+	f.client = fetchClient(opts, dialGuard{allowPrivate: opts.AllowPrivate, allow: opts.AllowNets})
+	f.public = f.client
+	if opts.AllowPrivate || len(opts.AllowNets) > 0 {
+		// The LAN the owner opened to web_fetch stays closed to senders
+		// nobody vouched for, who could otherwise read the router's or
+		// another device's pages through the bot. A client of its own,
+		// so that no connection opened for the owner is reused for them.
+		f.public = fetchClient(opts, dialGuard{})
 	}
 	return Func{
 		ToolName: "web_fetch",
@@ -98,8 +81,50 @@ func NewWebFetch(opts WebFetchOptions) Tool {
 }
 
 type webFetch struct {
-	opts   WebFetchOptions
-	client *http.Client
+	opts WebFetchOptions
+	// client reaches what the config allows; public only the public
+	// internet, for senders nobody vouched for.
+	client, public *http.Client
+}
+
+type publicOnlyKey struct{}
+
+// withPublicOnly marks a fetch made for a sender the owner has not
+// approved, so its refusal names the right reason.
+func withPublicOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, publicOnlyKey{}, true)
+}
+
+func publicOnly(ctx context.Context) bool { return ctx.Value(publicOnlyKey{}) != nil }
+
+// fetchClient is an HTTP client whose every connection, redirects'
+// included, is to an address guard allows.
+func fetchClient(opts WebFetchOptions, guard dialGuard) *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: guard.control}
+	transport := &http.Transport{
+		// No proxy: the guard checks the address dialled, and behind a proxy
+		// that would be the proxy's, not the page's.
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          8,
+		IdleConnTimeout:       60 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 20 * time.Second,
+	}
+	return &http.Client{
+		Transport: transport,
+		Timeout:   opts.Timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > opts.MaxRedirects {
+				return fmt.Errorf("stopped after %d redirects (last to %s)", opts.MaxRedirects, req.URL.Redacted())
+			}
+			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+				return fmt.Errorf("redirected to %s, which is not http or https", req.URL.Redacted())
+			}
+			return nil
+		},
+	}
 }
 
 func (f *webFetch) run(ctx context.Context, args Args) Result {
@@ -119,9 +144,14 @@ func (f *webFetch) run(ctx context.Context, args Args) Result {
 	}
 	req.Header.Set("User-Agent", f.opts.UserAgent)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/json;q=0.9,text/plain;q=0.8,*/*;q=0.5")
-	resp, err := f.client.Do(req)
+	client := f.client
+	if CallFrom(ctx).Restricted && f.public != f.client {
+		client = f.public
+		ctx = withPublicOnly(ctx)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
-		return Error(f.explain(u, err))
+		return Error(f.explain(ctx, u, err))
 	}
 	defer resp.Body.Close()
 	final := resp.Request.URL.Redacted()
@@ -152,7 +182,7 @@ func (f *webFetch) run(ctx context.Context, args Args) Result {
 	case kindHTML:
 		page, err := htmlToText(text, maxChars)
 		if err != nil {
-			return Error(f.explain(u, err))
+			return Error(f.explain(ctx, u, err))
 		}
 		if page.Title != "" {
 			fmt.Fprintf(&out, "Title: %s\n", page.Title)
@@ -161,7 +191,7 @@ func (f *webFetch) run(ctx context.Context, args Args) Result {
 	case kindJSON, kindText:
 		data, err := io.ReadAll(text)
 		if err != nil {
-			return Error(f.explain(u, err))
+			return Error(f.explain(ctx, u, err))
 		}
 		if kind == kindJSON || looksLikeJSON(data) {
 			var ind bytes.Buffer
@@ -187,7 +217,7 @@ func (f *webFetch) run(ctx context.Context, args Args) Result {
 }
 
 // explain turns a fetch error into a message naming the cause and the fix.
-func (f *webFetch) explain(u *url.URL, err error) error {
+func (f *webFetch) explain(ctx context.Context, u *url.URL, err error) error {
 	target := u.Redacted()
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -197,6 +227,9 @@ func (f *webFetch) explain(u *url.URL, err error) error {
 	var blocked *blockedError
 	switch {
 	case errors.As(err, &blocked):
+		if publicOnly(ctx) {
+			return fmt.Errorf("web_fetch: refusing to fetch %s: %w; for a sender the owner has not approved, web_fetch reaches only the public internet", target, blocked)
+		}
 		return fmt.Errorf("web_fetch: refusing to fetch %s: %w; web_fetch does not reach loopback, private or link-local addresses (set tools.web.fetch.allow_private to reach devices on the LAN)", target, blocked)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		return fmt.Errorf("web_fetch: %s did not answer within %s: %w", target, f.opts.Timeout, err)

@@ -348,3 +348,26 @@ func TestNonPublic(t *testing.T) {
 		t.Errorf("unparseable dial address passed: %v", err)
 	}
 }
+
+// The LAN the owner opened to web_fetch (allow_private, allow_nets) stays
+// closed to a sender nobody vouched for, whose turn could otherwise read
+// the router's or another device's pages; even over a connection the
+// owner's fetch left open.
+func TestRestrictedFetchReachesOnlyThePublicInternet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("router admin: wifi password hunter2"))
+	}))
+	defer srv.Close()
+	r := fetchRegistry(WebFetchOptions{AllowPrivate: true})
+	owner := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "1"})
+	stranger := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "5", Restricted: true})
+	args := fmt.Sprintf(`{"url":%q}`, srv.URL)
+	if res := r.Execute(owner, "web_fetch", args); !strings.Contains(res.ForLLM, "hunter2") {
+		t.Fatalf("the owner's fetch: %s", res.ForLLM)
+	}
+	res := r.Execute(stranger, "web_fetch", args)
+	if strings.Contains(res.ForLLM, "hunter2") || !strings.Contains(res.ForLLM, "reaches only the public internet") {
+		t.Errorf("a stranger's fetch of the LAN: %s", res.ForLLM)
+	}
+}

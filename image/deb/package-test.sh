@@ -510,6 +510,9 @@ bookworm() {
   [[ $out == *"water the tomatoes"* ]] || fail "perch cron list as root: $out"
   out=$(inroot "$root" perch status 2>&1) || true
   [[ $out == *"/etc/perch/config.json"* ]] || fail "perch status as root does not use the service's config: $out"
+  out=$(inroot "$root" setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp perch status 2>&1) \
+    && fail "perch status as another user succeeded: $out"
+  [[ $out == *"/etc/perch/config.json is the perch service's"*"sudo"* ]] || fail "perch status as another user: $out"
   bad=$(find "$root/var/lib/perch" "$root/etc/perch" ! -uid "$uid" -printf '%P ')
   [ -z "$bad" ] || fail "root's commands left files the service cannot open: $bad"
   start_gateway "$root" "$t/bookworm-gateway-2.log"
