@@ -152,7 +152,7 @@ func run(ctx context.Context, e *Env, args []string) error {
 	fs := flag.NewFlagSet("perch "+c.Name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, below
 	fs.Usage = func() {}
-	fs.StringVar(&e.ConfigPath, "config", "", "the config `file` (default $PERCH_HOME/config.json or ~/.perch/config.json)")
+	fs.StringVar(&e.ConfigPath, "config", "", "the config `file` (default $PERCH_HOME/config.json, else ~/.perch/config.json, else the package's /etc/perch/config.json)")
 	if c.Flags != nil {
 		c.Flags(fs)
 	}
@@ -238,7 +238,7 @@ func (e *Env) loadConfig() (*config.Config, error) {
 func flagNames(c *Command) []*flag.Flag {
 	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
 	var cfg string
-	fs.StringVar(&cfg, "config", "", "the config `file` (default $PERCH_HOME/config.json or ~/.perch/config.json)")
+	fs.StringVar(&cfg, "config", "", "the config `file` (default $PERCH_HOME/config.json, else ~/.perch/config.json, else the package's /etc/perch/config.json)")
 	if c.Flags != nil {
 		c.Flags(fs)
 	}
