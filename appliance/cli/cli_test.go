@@ -100,6 +100,13 @@ func TestCronFlagsAndDurations(t *testing.T) {
 	if !strings.Contains(out, id) || !strings.Contains(out, "every 10 minutes") {
 		t.Errorf("list:\n%s", out)
 	}
+	// Days, as the page's form takes them.
+	if _, errOut, code := runCLI(t, "cron", "add", "--message", "change the filter", "--every", "7d12h"); code != 0 {
+		t.Fatalf("add --every 7d12h: exit %d: %s", code, errOut)
+	}
+	if out, _, _ := runCLI(t, "cron", "list"); !strings.Contains(out, "every 180 hours") {
+		t.Errorf("list after --every 7d12h:\n%s", out)
+	}
 	for _, step := range [][2]string{{"disable", "Disabled job " + id}, {"enable", "Enabled job " + id}, {"remove", "Removed job " + id}} {
 		out, errOut, code := runCLI(t, "cron", step[0], id)
 		if code != 0 || !strings.Contains(out, step[1]) || !strings.Contains(out, "water the plants") {
@@ -119,6 +126,8 @@ func TestCronFlagsAndDurations(t *testing.T) {
 		{[]string{"--message", "m", "--cron", "0 9 * * *", "--tz", "Mars/Base"}, []string{`--tz "Mars/Base"`}},
 		{[]string{"--message", "m", "--every", "1h", "--tz", "Europe/Berlin"}, []string{"--tz applies to --cron only"}},
 		{[]string{"--message", "m", "--cron", "0 9 * * monday"}, []string{`--cron "0 9 * * monday": the day-of-week (0-6 or sun-sat) field "monday"`}},
+		{[]string{"--message", "m", "--every", "5000d"}, []string{"--every must be at most 315360000 (ten years)"}},
+		{[]string{"--message", "m", "--every", "107639d"}, []string{"--every 107639d: too long; at most ten years (3650d)"}},
 	}
 	for _, tt := range tests {
 		_, errOut, code := runCLI(t, append([]string{"cron", "add"}, tt.args...)...)

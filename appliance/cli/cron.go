@@ -36,7 +36,7 @@ func cronCommand() *Command {
 		Help: `Works whether or not the gateway runs: with one running it goes through its API (the gateway holds
 the database), otherwise it edits the database and the gateway picks the jobs up when it starts.
 
---every and --at take seconds (600) or a duration (10m, 1h30m). --cron takes five fields (minute hour
+--every and --at take seconds (600) or a duration (10m, 1h30m, 7d). --cron takes five fields (minute hour
 day-of-month month day-of-week), e.g. '0 9 * * 1-5', in --tz or the configured time zone.
 Without --deliver the agent gets the message when the job is due, as if you had sent it; with --deliver
 the message (or the command's output) is sent as is to --channel and --to.
@@ -147,17 +147,47 @@ func cronSpec(message, command string, deliver bool, channel, to, tz string, eve
 	return spec, nil
 }
 
-// seconds reads "600" as seconds and "10m" as a duration.
+// seconds reads "600" as seconds and "10m", "1h30m" or "7d" as a
+// duration (days are what a reminder is often counted in, and the page's
+// form takes them too).
 func seconds(flagName, s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d%time.Second != 0 {
-		return 0, fmt.Errorf("%s %q: give whole seconds (600) or a duration (10m, 1h30m)", flagName, s)
+	var days int64
+	if head, rest, ok := cutDays(s); ok {
+		days, s = head, rest
 	}
-	return int64(d / time.Second), nil
+	var d time.Duration
+	if s != "" {
+		var err error
+		d, err = time.ParseDuration(s)
+		if err != nil || d%time.Second != 0 {
+			return 0, fmt.Errorf("%s %q: give whole seconds (600) or a duration (10m, 1h30m, 7d)", flagName, s)
+		}
+	}
+	if days > 100000 {
+		return 0, fmt.Errorf("%s %dd: too long; at most ten years (3650d)", flagName, days)
+	}
+	return days*86400 + int64(d/time.Second), nil
+}
+
+// cutDays splits "7d12h" into 7 and "12h"; ok is false without a count of
+// days in front.
+func cutDays(s string) (days int64, rest string, ok bool) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 || i == len(s) || s[i] != 'd' {
+		return 0, s, false
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	if err != nil {
+		return 0, s, false
+	}
+	return n, s[i+1:], true
 }
 
 // flagWords rewords the scheduler's field names as the CLI's flags.
