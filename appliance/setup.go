@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/provider"
@@ -90,8 +91,28 @@ func (p pageSetup) Apply(ctx context.Context, req web.SetupRequest) (web.SetupRe
 		restore()
 		return web.SetupResult{}, fmt.Errorf("%w: %w", web.ErrBadSetup, err)
 	}
+	if err := tryProvider(ctx, prov); err != nil {
+		restore()
+		return web.SetupResult{}, fmt.Errorf("%w: %s did not accept the setup, which is not saved: %w", web.ErrBadSetup, name, err)
+	}
 	p.s.Agent.SetProvider(prov, nil)
 	return web.SetupResult{Provider: prov.Name(), Model: prov.Model(), Config: path}, nil
+}
+
+// tryProvider asks the provider for its model list, a call that costs
+// nothing: a wrong key or an address nothing answers at is said at once,
+// on the form, instead of "Connected" and a failure at the first message.
+// Any other failure (a provider without a model list) lets the setup
+// stand.
+func tryProvider(ctx context.Context, cl *provider.Client) error {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	_, err := cl.Models(cctx)
+	var pe *provider.Error
+	if errors.As(err, &pe) && (pe.Kind == provider.KindAuth || pe.Kind == provider.KindUnreachable) {
+		return err
+	}
+	return nil
 }
 
 // fileConfig is the config as its file alone says, without environment

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -166,8 +167,35 @@ func TestSetupValidatesInput(t *testing.T) {
 	if strings.Contains(string(data), "sk-valid") {
 		t.Error("a refused setup wrote the config file")
 	}
+	// A provider that refuses the key, or an address nothing answers at,
+	// is said on the form, and nothing is saved: "Connected" followed by a
+	// failure at the first message helped nobody.
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"message":"Incorrect API key provided"}}`))
+	}))
+	defer refusing.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	for base, want := range map[string]string{refusing.URL: "authentication failed", gone.URL: "cannot reach the API"} {
+		b := setupBody(code, "sk-wrong", "")
+		b["api_base"] = base
+		st, body := g.do(t, "POST", "/setup", "", b)
+		if st != http.StatusBadRequest || !strings.Contains(body, want) || !strings.Contains(body, "not saved") {
+			t.Errorf("setup against %s = %d %s, want 400 %q", base, st, body, want)
+		}
+	}
+	if data, _ := os.ReadFile(g.ConfigPath); strings.Contains(string(data), "sk-wrong") || g.configured() {
+		t.Error("a setup the provider refused was saved")
+	}
 	// Bad input does not spend the code: ollama needs no key.
-	b := map[string]any{"code": code, "provider": "ollama", "model": "llama3.2"}
+	ollama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"object":"list","data":[{"id":"llama3.2"}]}`))
+	}))
+	defer ollama.Close()
+	b := map[string]any{"code": code, "provider": "ollama", "model": "llama3.2", "api_base": ollama.URL + "/v1"}
 	if st, body := g.do(t, "POST", "/setup", "", b); st != 200 {
 		t.Fatalf("setup after refused input = %d %s, want 200", st, body)
 	}
