@@ -82,6 +82,7 @@ type Loop struct {
 
 	lastMu    sync.Mutex
 	lastRoute [2]string
+	windows   windows
 	subagents *Subagents
 	started   time.Time
 	// base is cancelled by Stop: every turn's context derives from it, so

@@ -88,11 +88,12 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		}
 		defs = kept
 	}
-	// The history is sent as stored, without a copy; this turn's messages
-	// follow it.
+	// The history is sent as stored, without a copy, or as much of it as
+	// the model took last time; this turn's messages follow it.
+	hist, whole := l.windows.fit(sess.Key(), hist)
 	req := provider.Request{SystemHead: head, System: system, History: hist,
 		Messages: []chat.Message{user}, Tools: defs, ToolsJSON: defsJSON}
-	if _, stored := sess.(storeSession); stored {
+	if _, stored := sess.(storeSession); stored && whole {
 		// The store's histories are never changed in place, so the
 		// provider may keep their encoding for the next turn.
 		req.HistoryKey = sess.Key()
@@ -110,9 +111,20 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		done  bool
 	)
 	lastTool := "" // the last tool run, for a deadline that passed in it
+	leftOut := false
 	for round := 0; round < l.opts.MaxToolIterations; round++ {
 		start := time.Now()
 		resp, err := p.Chat(ctx, req)
+		if err != nil && overflows(err) && len(req.History) > 0 {
+			n := len(req.History)
+			req.History = l.windows.halve(sess.Key(), req.History)
+			req.HistoryKey = "" // no longer the stored history
+			l.log.Info("the conversation no longer fits the model's context window; sending its newer part", "session", sess.Key(),
+				"model", p.Model(), "messages_sent", len(req.History), "messages_left_out", n-len(req.History))
+			leftOut = true
+			round-- // the same round, asked again
+			continue
+		}
 		if err != nil || len(resp.ToolCalls) > 0 {
 			// Tools change things, and an error is an answer: either way
 			// the user's message is durable first.
@@ -185,6 +197,9 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	}
 	if !done {
 		final = fmt.Sprintf("I stopped after %d rounds of tool calls (agents.defaults.max_tool_iterations) without finishing; say \"continue\" and I will pick up from here.", l.opts.MaxToolIterations)
+	}
+	if leftOut && strings.TrimSpace(final) != "" {
+		final += leftOutNote
 	}
 	if strings.TrimSpace(final) != "" {
 		added = append(added, chat.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})

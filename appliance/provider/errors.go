@@ -22,6 +22,7 @@ const (
 	KindUnreachable             // network failure
 	KindNoTools                 // the model rejects tool definitions
 	KindBadRequest              // 400 other than the above
+	KindContext                 // the request does not fit the model's context window
 )
 
 // ErrNoProvider is returned when no provider can be selected; its message
@@ -70,6 +71,8 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s: model %q does not accept tool definitions%s", p, e.Model, detail)
 	case KindBadRequest:
 		return fmt.Sprintf("%s: request rejected%s%s", p, status, detail)
+	case KindContext:
+		return fmt.Sprintf("%s: the conversation does not fit model %q's context window%s: start afresh with /new, or choose a model with a larger one%s", p, e.Model, status, detail)
 	}
 	return fmt.Sprintf("%s: upstream failed%s%s%s", p, status, afterRetries(e.Retries), detail)
 }
@@ -135,12 +138,30 @@ func (c *Client) classify(err error, model string, retries int) *Error {
 		e.Kind = KindModel
 	case e.Status == http.StatusBadRequest && rejectsTools(low):
 		e.Kind = KindNoTools
+	case (e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusUnprocessableEntity) && overflows(low):
+		e.Kind = KindContext
 	case e.Status == http.StatusBadRequest || e.Status == http.StatusUnprocessableEntity:
 		e.Kind = KindBadRequest
 	default:
 		e.Kind = KindUpstream
 	}
 	return e
+}
+
+// overflows recognises the ways providers say a request is longer than the
+// model's context window (OpenAI: "maximum context length is 8192
+// tokens", "context_length_exceeded"; Anthropic: "prompt is too long";
+// Gemini: "exceeds the maximum number of tokens"; vLLM and llama.cpp:
+// "exceeds the available context size").
+func overflows(low string) bool {
+	for _, s := range []string{"context length", "context_length", "context window", "maximum context",
+		"context size", "prompt is too long", "too many tokens", "maximum number of tokens",
+		"reduce the length of the messages", "input is too long"} {
+		if strings.Contains(low, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // rejectsTools recognises the ways providers say a model cannot take tool

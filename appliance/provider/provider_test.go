@@ -537,3 +537,29 @@ func TestADCAuthorizedUser(t *testing.T) {
 		t.Fatalf("external_account: %v", err)
 	}
 }
+
+// TestContextOverflowIsNamed: the ways providers refuse a request longer
+// than the model's context window are one kind, which the agent answers by
+// sending less of the history; other refusals are not.
+func TestContextOverflowIsNamed(t *testing.T) {
+	fake := providertest.New()
+	defer fake.Close()
+	cl := newTestClient(t, fake, nil)
+	for msg, want := range map[string]bool{
+		"This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens.": true,
+		"prompt is too long: 210000 tokens > 200000 maximum":                                                  true,
+		"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).":             true,
+		"the request exceeds the available context size, try increasing it":                                   true,
+		"temperature must be between 0 and 2":                                                                 false,
+	} {
+		fake.Enqueue(providertest.Reply{Status: 400, ErrorMessage: msg})
+		_, err := cl.Chat(context.Background(), Request{Messages: userMsg("a")})
+		var pe *Error
+		if got := errors.As(err, &pe) && pe.Kind == KindContext; got != want {
+			t.Errorf("%q: context overflow %v, want %v (%v)", msg, got, want, err)
+		}
+		if want && !strings.Contains(err.Error(), "does not fit model") {
+			t.Errorf("%q: %v", msg, err)
+		}
+	}
+}
