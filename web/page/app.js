@@ -219,17 +219,42 @@
   }
 
   // renderText shows text with ``` fenced blocks as code, everything as text.
+  // A fence opens only at the start of a line, as in Markdown, and only a
+  // one-word rest of its line is a language tag: ``` inside a sentence and
+  // a pair on one line (inline code) keep the words around them.
   function renderText(into, text) {
-    const parts = String(text).split(/```[^\n]*\n?/);
-    parts.forEach((part, i) => {
-      if (i % 2 === 1) {
-        const pre = el('pre');
-        pre.appendChild(el('code', '', part.replace(/\n$/, '')));
-        into.appendChild(pre);
-      } else if (part.trim() !== '') {
-        into.appendChild(el('p', '', part.replace(/^\n+|\n+$/g, '')));
+    let para = [], code = null;
+    const flush = () => {
+      const t = para.join('\n').replace(/^\n+|\n+$/g, '');
+      para = [];
+      if (t.trim() === '') return;
+      const p = el('p');
+      let at = 0;
+      for (const m of t.matchAll(/(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)/g)) {
+        p.append(t.slice(at, m.index), el('code', '', m[2]));
+        at = m.index + m[0].length;
       }
-    });
+      p.append(t.slice(at));
+      into.appendChild(p);
+    };
+    const block = () => {
+      const pre = el('pre');
+      pre.appendChild(el('code', '', code.join('\n')));
+      into.appendChild(pre);
+      code = null;
+    };
+    for (const line of String(text).split('\n')) {
+      const f = line.match(/^ {0,3}```(.*)$/);
+      if (code) {
+        if (!f) { code.push(line); continue; }
+        block();
+        if (f[1].trim()) para.push(f[1].trim());
+      } else if (f && !f[1].includes('`')) {
+        flush();
+        code = /^\s*\S*\s*$/.test(f[1]) ? [] : [f[1]];
+      } else para.push(line);
+    }
+    if (code) block(); else flush();
   }
 
   const MAX_LOG = 150;

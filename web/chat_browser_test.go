@@ -1,0 +1,83 @@
+package web_test
+
+// Browser tests of the chat as a person uses it on a phone and a laptop:
+// what a message looks like, where a reply goes, and what the page does
+// while Perch is slow to answer.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/perchhq/perch/appliance/appliancetest"
+	"github.com/perchhq/perch/appliance/provider/providertest"
+)
+
+// chatPage is a gateway with a fake provider and the page open on it at
+// one width, the token given.
+type chatPage struct {
+	g    *appliancetest.Gateway
+	fake *providertest.Server
+	ctx  context.Context
+}
+
+func openChat(t *testing.T, w int) *chatPage {
+	t.Helper()
+	fake := providertest.New()
+	t.Cleanup(fake.Close)
+	g := appliancetest.Start(t, gatewayConfig(fake.Base()), nil)
+	ctx := browser(t)
+	step(t, ctx, "load the page", viewport(w), chromedp.Navigate(g.URL+"/"))
+	giveToken(t, ctx)
+	waitFor(t, ctx, "the live stream and the ready state", `document.getElementById('state').textContent.startsWith('ready · ')`)
+	return &chatPage{g: g, fake: fake, ctx: ctx}
+}
+
+// TestBrowserBackticksKeepTheirLine: ``` inside a sentence is text and a
+// pair on one line is inline code, in the person's own message and in the
+// reply; a fence at the start of a line is still a code block. The words
+// after ``` were taken for a language tag and dropped.
+func TestBrowserBackticksKeepTheirLine(t *testing.T) {
+	for _, w := range widths {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			p := openChat(t, w)
+			ctx := p.ctx
+			const how = "type ``` before and after the code. Then press Enter"
+			p.fake.Enqueue(providertest.Reply{Content: how})
+			sendMessage(t, ctx, how)
+			waitFor(t, ctx, "the reply", `document.querySelectorAll('#log .msg.agent').length === 1`)
+			for _, who := range []string{"user", "agent"} {
+				if got := eval[string](t, ctx, `document.querySelector('#log .msg.`+who+`').textContent`); got != how {
+					t.Errorf("the %s's message shows %q, want %q", who, got, how)
+				}
+				if n := eval[int](t, ctx, `document.querySelectorAll('#log .msg.`+who+` pre').length`); n != 0 {
+					t.Errorf("the %s's message has %d code boxes", who, n)
+				}
+			}
+
+			p.fake.Enqueue(providertest.Reply{Content: "Run ```ls -la /tmp``` to list it, or:\n```sh\nls -l\n```\nthen `cd` there."})
+			sendMessage(t, ctx, "how do I list /tmp?")
+			waitFor(t, ctx, "the second reply", `document.querySelectorAll('#log .msg.agent').length === 2`)
+			last := `[...document.querySelectorAll('#log .msg.agent')].pop()`
+			if got := eval[string](t, ctx, last+`.querySelector('p').textContent`); got != "Run ls -la /tmp to list it, or:" {
+				t.Errorf("the first line shows %q", got)
+			}
+			if got := eval[[]string](t, ctx, `[...`+last+`.querySelectorAll('p code')].map(c => c.textContent)`); strings.Join(got, "|") != "ls -la /tmp|cd" {
+				t.Errorf("inline code %q", got)
+			}
+			if got := eval[string](t, ctx, last+`.querySelector('pre code').textContent`); got != "ls -l" {
+				t.Errorf("the fenced block shows %q", got)
+			}
+			if got := eval[string](t, ctx, last+`.textContent`); !strings.HasSuffix(got, "then cd there.") {
+				t.Errorf("the reply ends %q", got)
+			}
+			if w == 360 {
+				noOverflow(t, ctx, "Chat with code")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-chat-backticks", w))
+		})
+	}
+}
