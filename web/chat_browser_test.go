@@ -81,3 +81,50 @@ func TestBrowserBackticksKeepTheirLine(t *testing.T) {
 		})
 	}
 }
+
+// TestBrowserLongReplyReadsFromItsStart: a reply taller than the log is
+// scrolled so its first line shows (it was scrolled to its end, leaving
+// the reader below its start), and at a phone's width the Canvas button
+// sits above the log instead of floating over the lines scrolling under
+// it.
+func TestBrowserLongReplyReadsFromItsStart(t *testing.T) {
+	for _, w := range widths {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			p := openChat(t, w)
+			ctx := p.ctx
+			var b strings.Builder
+			b.WriteString("The start of a long answer.\n")
+			for i := 1; i <= 120; i++ {
+				fmt.Fprintf(&b, "Line %d of a long answer, with enough words to wrap on a phone.\n", i)
+			}
+			for i := 0; i < 3; i++ {
+				sendMessage(t, ctx, fmt.Sprintf("short %d", i))
+				waitFor(t, ctx, "the short reply", fmt.Sprintf(`document.querySelectorAll('#log .msg.agent').length === %d`, i+1))
+			}
+			p.fake.Enqueue(providertest.Reply{Content: b.String()})
+			sendMessage(t, ctx, "tell me everything")
+			waitFor(t, ctx, "the long reply", `document.querySelectorAll('#log .msg.agent').length === 4`)
+			top := eval[float64](t, ctx, `(() => { const l = document.getElementById('log').getBoundingClientRect(), m = [...document.querySelectorAll('#log .msg.agent')].pop().getBoundingClientRect(); return m.top - l.top })()`)
+			if top < 0 || top > 100 {
+				t.Errorf("the long reply's start is %.0f px from the log's top; want it in view at the top", top)
+			}
+			if w == 360 {
+				// The button is above the log, not over its lines.
+				over := eval[float64](t, ctx, `document.getElementById('show-canvas').getBoundingClientRect().bottom - document.getElementById('log').getBoundingClientRect().top`)
+				if over > 0 {
+					t.Errorf("the Canvas button covers the log's top %.0f px", over)
+				}
+				noOverflow(t, ctx, "Chat with a long reply")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-chat-long-reply", w))
+			if w == 360 {
+				step(t, ctx, "open the canvas", chromedp.Click(chromedp.ID("show-canvas")), chromedp.WaitVisible(chromedp.ID("hide-canvas")))
+				if h := eval[float64](t, ctx, `document.getElementById('canvas').getBoundingClientRect().height`); h < 300 {
+					t.Errorf("the canvas is %.0f px tall on the phone", h)
+				}
+				shot(t, ctx, w, "360-canvas-open")
+				step(t, ctx, "back to the chat", chromedp.Click(chromedp.ID("hide-canvas")), chromedp.WaitVisible(chromedp.ID("show-canvas")))
+			}
+		})
+	}
+}

@@ -266,7 +266,8 @@
     renderText(li, text);
     $('log').appendChild(li);
     while ($('log').children.length > MAX_LOG) $('log').firstElementChild.remove();
-    li.scrollIntoView({ block: 'end' });
+    // A message taller than the log is read from its start, not its end.
+    li.scrollIntoView({ block: li.offsetHeight > $('log').clientHeight ? 'start' : 'end' });
     if (opts.t && opts.t > lastShown) lastShown = opts.t;
     return li;
   }
