@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/perchhq/perch/appliance/appliancetest"
@@ -24,12 +26,19 @@ type chatPage struct {
 	ctx  context.Context
 }
 
-func openChat(t *testing.T, w int) *chatPage {
+// openChat opens it; scripts run in the page before its own, in every
+// document it loads.
+func openChat(t *testing.T, w int, scripts ...string) *chatPage {
 	t.Helper()
 	fake := providertest.New()
 	t.Cleanup(fake.Close)
 	g := appliancetest.Start(t, gatewayConfig(fake.Base()), nil)
 	ctx := browser(t)
+	for _, src := range scripts {
+		if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: src}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	step(t, ctx, "load the page", viewport(w), chromedp.Navigate(g.URL+"/"))
 	giveToken(t, ctx)
 	waitFor(t, ctx, "the live stream and the ready state", `document.getElementById('state').textContent.startsWith('ready · ')`)
@@ -125,6 +134,40 @@ func TestBrowserLongReplyReadsFromItsStart(t *testing.T) {
 				shot(t, ctx, w, "360-canvas-open")
 				step(t, ctx, "back to the chat", chromedp.Click(chromedp.ID("hide-canvas")), chromedp.WaitVisible(chromedp.ID("show-canvas")))
 			}
+		})
+	}
+}
+
+// TestBrowserUnreadWithAPhoneClockAhead: a reminder that fires while the
+// page is closed is new when the page opens again, though the phone's
+// clock is an hour ahead of the board's. The read mark took the phone's
+// time of the last reply and was compared with the board's time of the
+// reminder, which then looked read.
+func TestBrowserUnreadWithAPhoneClockAhead(t *testing.T) {
+	for _, w := range widths {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			p := openChat(t, w, `{ const now = Date.now; Date.now = () => now() + 3600e3; }`)
+			ctx := p.ctx
+			p.fake.Enqueue(
+				providertest.Reply{ToolCalls: []providertest.ToolCall{{Name: "cron", Args: `{"action":"add","message":"Close the greenhouse window","at_seconds":3}`}}},
+				providertest.Reply{Content: "Noted, in 3 seconds."},
+			)
+			sendMessage(t, ctx, "Remind me to close the window in 3 seconds")
+			waitFor(t, ctx, "the reply", `[...document.querySelectorAll('#log .msg.agent')].some(m => m.textContent.includes('Noted, in 3 seconds'))`)
+			step(t, ctx, "leave the page", chromedp.Navigate("about:blank"))
+			left := time.Now()
+			if ran := waitRun(t, &board{g: p.g}, "Close the greenhouse window"); ran.Before(left) {
+				t.Fatalf("the reminder fired at %s, before the page was left at %s; the machine is too slow for this test's 3 s", ran, left)
+			}
+			step(t, ctx, "come back", chromedp.Navigate(p.g.URL+"/"))
+			waitFor(t, ctx, "the chat loaded", `[...document.querySelectorAll('#log .msg')].some(m => m.textContent.includes('Close the greenhouse window'))`)
+			if !eval[bool](t, ctx, `[...document.querySelectorAll('#log .msg.unread')].some(m => m.textContent.includes('Close the greenhouse window'))`) {
+				t.Error("the reminder that came while the page was closed is not shown as new")
+			}
+			if eval[int](t, ctx, `document.querySelectorAll('#log .divider').length`) != 1 {
+				t.Error("no 'new since you last looked' divider")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-chat-unread-clock-ahead", w))
 		})
 	}
 }

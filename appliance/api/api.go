@@ -35,6 +35,10 @@ type MediaConfig struct {
 type ChatResponse struct {
 	Response   string      `json:"response"`
 	UICommands []UICommand `json:"ui_commands"`
+	// T is when the answer was made, in Unix milliseconds on the board's
+	// clock: the clock of the chat's stored messages, which a client's own
+	// clock may not agree with.
+	T int64 `json:"t"`
 }
 
 // UICommand is one element of ui_commands: a canvas change the page

@@ -99,7 +99,7 @@ func (s *Server) chat(d Deps) http.HandlerFunc {
 		if ui == nil {
 			ui = []api.UICommand{}
 		}
-		WriteJSON(w, http.StatusOK, api.ChatResponse{Response: rep.Text, UICommands: ui})
+		WriteJSON(w, http.StatusOK, api.ChatResponse{Response: rep.Text, UICommands: ui, T: time.Now().UnixMilli()})
 	}
 }
 

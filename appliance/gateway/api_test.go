@@ -223,6 +223,12 @@ func TestChat(t *testing.T) {
 	if ui, ok := body["ui_commands"].([]any); !ok || len(ui) != 0 {
 		t.Errorf("ui_commands = %#v, want []", body["ui_commands"])
 	}
+	// The answer's time is the board's, as stored: at or after the reply
+	// in the history.
+	h, _ := r.db.History("rest:default")
+	if tm, ok := body["t"].(float64); !ok || len(h) != 2 || int64(tm) < h[1].Time || int64(tm) > time.Now().UnixMilli() {
+		t.Errorf("t = %v, want the board's time of the answer", body["t"])
+	}
 	// No session_key means rest:default.
 	if h, err := r.db.History("rest:default"); err != nil || len(h) != 2 {
 		t.Errorf("rest:default history = %d messages (%v), want 2", len(h), err)

@@ -199,7 +199,9 @@
     chatID = old.startsWith('web:') && validChat(old.slice(4)) ? old.slice(4) : 'home';
   }
   store.set('chat', chatID);
-  let lastShown = 0; // newest message time shown in the log (ms)
+  // The newest message time shown in the log (ms), always the board's: a
+  // phone's clock ahead of it would mark later reminders as read.
+  let lastShown = 0;
   let unreadHere = 0;
 
   function readMark() { return Number(store.get('read.' + chatID, '0')) || 0; }
@@ -321,12 +323,12 @@
   async function send(text) {
     busy = true;
     $('send').disabled = true;
-    addMessage('user', text, { t: Date.now() });
+    addMessage('user', text);
     const pending = addMessage('pending', 'Perch is thinking…');
     try {
       const r = await authed('POST', '/chat', { message: text, session_key: 'web:' + chatID, channel: 'web', chat_id: chatID });
       pending.remove();
-      addMessage('agent', r && r.response ? r.response : '(no text in the reply)', { t: Date.now() });
+      addMessage('agent', r && r.response ? r.response : '(no text in the reply)', { t: r && r.t });
       markRead();
       for (const c of (r && Array.isArray(r.ui_commands)) ? r.ui_commands : []) applyUI(c);
       if (!live && !connecting) start();
