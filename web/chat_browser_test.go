@@ -7,6 +7,8 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +34,12 @@ func openChat(t *testing.T, w int, scripts ...string) *chatPage {
 	t.Helper()
 	fake := providertest.New()
 	t.Cleanup(fake.Close)
-	g := appliancetest.Start(t, gatewayConfig(fake.Base()), nil)
+	return openChatOn(t, w, fake, fake.Base(), scripts...)
+}
+
+func openChatOn(t *testing.T, w int, fake *providertest.Server, base string, scripts ...string) *chatPage {
+	t.Helper()
+	g := appliancetest.Start(t, gatewayConfig(base), nil)
 	ctx := browser(t)
 	for _, src := range scripts {
 		if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: src}); err != nil {
@@ -168,6 +175,111 @@ func TestBrowserUnreadWithAPhoneClockAhead(t *testing.T) {
 				t.Error("no 'new since you last looked' divider")
 			}
 			shot(t, ctx, w, fmt.Sprintf("%d-chat-unread-clock-ahead", w))
+		})
+	}
+}
+
+// heldProvider is the fake provider behind a door: while held, a chat
+// request waits until it is let through or its caller gives up (counted).
+type heldProvider struct {
+	*providertest.Server
+	srv     *httptest.Server
+	held    chan struct{} // closed: requests pass
+	arrived chan struct{} // one value per request that waits
+	gaveUp  chan struct{} // one value per waiting request cancelled by its caller
+}
+
+func newHeldProvider(t *testing.T) *heldProvider {
+	t.Helper()
+	h := &heldProvider{Server: providertest.New(), held: make(chan struct{}), arrived: make(chan struct{}, 16), gaveUp: make(chan struct{}, 16)}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/chat/completions" {
+			select {
+			case <-h.held:
+			default:
+				h.arrived <- struct{}{}
+				select {
+				case <-h.held:
+				case <-r.Context().Done():
+					h.gaveUp <- struct{}{}
+					return
+				}
+			}
+		}
+		h.Server.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		h.release()
+		h.srv.Close()
+		h.Server.Close()
+	})
+	return h
+}
+
+func (h *heldProvider) release() {
+	select {
+	case <-h.held:
+	default:
+		close(h.held)
+	}
+}
+
+// waitArrived waits until a request is held at the door.
+func (h *heldProvider) waitArrived(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.arrived:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no request reached the provider")
+	}
+}
+
+// TestBrowserReplyStaysInItsChat: a person who switches to another chat
+// while Perch answers gets the answer, its canvas change and its unread
+// mark in the chat it was asked in, and a notice with "Show it" where they
+// are. The answer was appended to whichever chat was shown when it came.
+func TestBrowserReplyStaysInItsChat(t *testing.T) {
+	for _, w := range widths {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			h := newHeldProvider(t)
+			p := openChatOn(t, w, h.Server, h.srv.URL)
+			ctx := p.ctx
+			h.Enqueue(
+				providertest.Reply{ToolCalls: []providertest.ToolCall{{Name: "canvas", Args: `{"action":"create_node","type":"text","title":"Forecast","content":"Sunny, 21 °C"}`}}},
+				providertest.Reply{Content: "Sunny all day."},
+			)
+			sendMessage(t, ctx, "What is the weather?")
+			h.waitArrived(t)
+			tab(t, ctx, "system")
+			step(t, ctx, "switch to another chat",
+				chromedp.SetValue(chromedp.ID("session"), "kitchen"),
+				chromedp.Evaluate[chromedp.Void](`document.getElementById('session-form').requestSubmit()`))
+			waitFor(t, ctx, "the other chat", `localStorage.getItem('perch.chat') === 'kitchen' && document.getElementById('log').textContent.includes('Chat kitchen.')`)
+			if eval[bool](t, ctx, `document.getElementById('log').textContent.includes('thinking')`) {
+				t.Error("the other chat says Perch is thinking about a message it was not sent")
+			}
+			h.release()
+			waitFor(t, ctx, "the notice", `!document.getElementById('notice').hidden && document.getElementById('notice-text').textContent.includes('Perch answered in your chat “home”') && !document.getElementById('notice-switch').hidden`)
+			if got := eval[string](t, ctx, `document.getElementById('log').textContent`); strings.Contains(got, "Sunny") {
+				t.Errorf("the answer landed in the other chat: %q", got)
+			}
+			if n := eval[int](t, ctx, `document.querySelectorAll('#canvas article.node').length`); n != 0 {
+				t.Errorf("the other chat's canvas has %d nodes", n)
+			}
+			if w == 360 {
+				noOverflow(t, ctx, "Chat with the notice")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-chat-answered-elsewhere", w))
+
+			step(t, ctx, "show it", chromedp.Click(chromedp.ID("notice-switch")))
+			waitFor(t, ctx, "the answer in its chat", `localStorage.getItem('perch.chat') === 'home' && [...document.querySelectorAll('#log .msg.agent')].some(m => m.textContent === 'Sunny all day.')`)
+			if !eval[bool](t, ctx, `[...document.querySelectorAll('#log .msg.unread')].some(m => m.textContent === 'Sunny all day.')`) {
+				t.Error("the answer read elsewhere is not shown as new in its chat")
+			}
+			waitFor(t, ctx, "the canvas node in its chat", `document.querySelector('#canvas article.node h3') !== null && document.querySelector('#canvas article.node h3').textContent === 'Forecast'`)
+			if eval[bool](t, ctx, `document.getElementById('send').disabled`) {
+				t.Error("Send stays disabled")
+			}
 		})
 	}
 }

@@ -303,6 +303,7 @@
       addMessage(m.role === 'user' ? 'user' : 'agent', m.text, { t: m.t, pushed: m.pushed, unread: isNew });
     }
     if (!h.messages.length) addMessage('note', 'Chat ' + chatID + '. Say hello.');
+    if (sending && sending.chat === chatID) { $('log').appendChild(sending.li); sending.li.scrollIntoView({ block: 'end' }); }
     if (panel !== 'chat') chatBadge(unread);
     markRead();
     loadCanvas();
@@ -319,24 +320,33 @@
     else markRead();
   }
 
-  let busy = false;
+  // sending is the message waiting for its answer: the chat it went to and
+  // its "thinking" line. The person may switch chats meanwhile; the answer
+  // belongs to the chat it was asked in.
+  let sending = null;
   async function send(text) {
-    busy = true;
+    const chat = chatID;
     $('send').disabled = true;
     addMessage('user', text);
-    const pending = addMessage('pending', 'Perch is thinking…');
+    sending = { chat, li: addMessage('pending', 'Perch is thinking…') };
     try {
-      const r = await authed('POST', '/chat', { message: text, session_key: 'web:' + chatID, channel: 'web', chat_id: chatID });
-      pending.remove();
-      addMessage('agent', r && r.response ? r.response : '(no text in the reply)', { t: r && r.t });
-      markRead();
-      for (const c of (r && Array.isArray(r.ui_commands)) ? r.ui_commands : []) applyUI(c);
+      const r = await authed('POST', '/chat', { message: text, session_key: 'web:' + chat, channel: 'web', chat_id: chat });
+      sending.li.remove();
+      const ui = r && Array.isArray(r.ui_commands) ? r.ui_commands : [];
+      if (chat === chatID) {
+        addMessage('agent', r && r.response ? r.response : '(no text in the reply)', { t: r && r.t });
+        markRead();
+      } else {
+        notice('Perch answered in your chat “' + chat + '”.', { action: () => switchChat(chat) });
+      }
+      for (const c of ui) applyUI(c, chat);
       if (!live && !connecting) start();
     } catch (e) {
-      pending.remove();
-      showError(e);
+      sending.li.remove();
+      if (chat === chatID) showError(e);
+      else notice('Perch could not answer in your chat “' + chat + '”: ' + e.message, { action: () => switchChat(chat) });
     } finally {
-      busy = false;
+      sending = null;
       $('send').disabled = false;
     }
   }
@@ -344,7 +354,7 @@
   $('send-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
     const text = $('message').value;
-    if (busy || text.trim() === '') return;
+    if (sending || text.trim() === '') return;
     $('message').value = '';
     send(text);
   });
@@ -361,22 +371,35 @@
   let nodes = new Map();
   let unseen = 0;
 
-  function applyUI(c) {
-    if (!c || c.command !== 'canvas') return;
+  // changeNodes applies one canvas command to a chat's nodes; false when it
+  // is none.
+  function changeNodes(m, c) {
+    if (!c || c.command !== 'canvas') return false;
     const id = typeof c.node_id === 'string' ? c.node_id : '';
     switch (c.action) {
       case 'create_node':
       case 'update_node': {
-        if (!id) return;
-        const n = (c.action === 'update_node' && nodes.get(id)) || { node_id: id, type: 'text' };
+        if (!id) return false;
+        const n = (c.action === 'update_node' && m.get(id)) || { node_id: id, type: 'text' };
         for (const k of FIELDS) if (c[k] !== undefined && c[k] !== null) n[k] = c[k];
-        nodes.set(id, n);
-        break;
+        m.set(id, n);
+        return true;
       }
-      case 'delete_node': nodes.delete(id); break;
-      case 'clear': nodes.clear(); break;
-      default: return;
+      case 'delete_node': m.delete(id); return true;
+      case 'clear': m.clear(); return true;
+      default: return false;
     }
+  }
+
+  // applyUI applies a command to chat's canvas: the one shown, or the one
+  // kept for another chat, which shows it when the person switches to it.
+  function applyUI(c, chat) {
+    if (chat !== undefined && chat !== chatID) {
+      const m = storedNodes(chat);
+      if (changeNodes(m, c)) store.set('canvas.' + chat, JSON.stringify(Array.from(m.values())));
+      return;
+    }
+    if (!changeNodes(nodes, c)) return;
     drawCanvas();
     saveCanvas();
     if (!$('panel-chat').classList.contains('canvas-open')) {
@@ -450,11 +473,15 @@
   }
 
   function saveCanvas() { store.set('canvas.' + chatID, JSON.stringify(Array.from(nodes.values()))); }
-  function loadCanvas() {
-    nodes = new Map();
+  function storedNodes(chat) {
+    const m = new Map();
     let saved = [];
-    try { saved = JSON.parse(store.get('canvas.' + chatID, '[]')); } catch { saved = []; }
-    for (const n of Array.isArray(saved) ? saved : []) if (n && typeof n.node_id === 'string') nodes.set(n.node_id, n);
+    try { saved = JSON.parse(store.get('canvas.' + chat, '[]')); } catch { saved = []; }
+    for (const n of Array.isArray(saved) ? saved : []) if (n && typeof n.node_id === 'string') m.set(n.node_id, n);
+    return m;
+  }
+  function loadCanvas() {
+    nodes = storedNodes(chatID);
     drawCanvas();
   }
   const emptyHint = $('canvas-empty');
