@@ -5,8 +5,10 @@ package web_test
 // while Perch is slow to answer.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -194,6 +196,10 @@ func newHeldProvider(t *testing.T) *heldProvider {
 	h := &heldProvider{Server: providertest.New(), held: make(chan struct{}), arrived: make(chan struct{}, 16), gaveUp: make(chan struct{}, 16)}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/chat/completions" {
+			// Read to the end: only then does the server notice a caller
+			// that goes away.
+			raw, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(raw))
 			select {
 			case <-h.held:
 			default:
@@ -280,6 +286,65 @@ func TestBrowserReplyStaysInItsChat(t *testing.T) {
 			if eval[bool](t, ctx, `document.getElementById('send').disabled`) {
 				t.Error("Send stays disabled")
 			}
+		})
+	}
+}
+
+// TestBrowserSlowAnswerCanBeCancelled: when the provider does not answer,
+// the "thinking" line shows how long it has been after 15 s and offers
+// Cancel, which gives Send back at once and says what became of the
+// message: the gateway ends the turn (the provider's request is dropped),
+// the question stays in the chat, no answer follows. There were five
+// minutes of "thinking" with Send disabled.
+func TestBrowserSlowAnswerCanBeCancelled(t *testing.T) {
+	for _, w := range widths {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			h := newHeldProvider(t)
+			p := openChatOn(t, w, h.Server, h.srv.URL)
+			ctx := p.ctx
+			sendMessage(t, ctx, "Are you there?")
+			h.waitArrived(t)
+			if eval[bool](t, ctx, `document.querySelector('#log .msg.pending button') !== null`) {
+				t.Error("Cancel is offered before the wait is long")
+			}
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if _, err := chromedp.Run(sctx, chromedp.Poll[chromedp.Void](`(() => { const p = document.querySelector('#log .msg.pending'); return p && /thinking… \(1[5-9] seconds so far\)/.test(p.textContent) && p.querySelector('button') !== null })()`)); err != nil {
+				t.Fatalf("waiting for the time waited and Cancel: %v", err)
+			}
+			if !eval[bool](t, ctx, `document.getElementById('send').disabled`) {
+				t.Error("Send is enabled while Perch answers")
+			}
+			if w == 360 {
+				noOverflow(t, ctx, "Chat, a slow answer")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-chat-slow-answer", w))
+
+			step(t, ctx, "cancel", chromedp.Click(`#log .msg.pending button`))
+			waitFor(t, ctx, "Send given back", `!document.getElementById('send').disabled && document.querySelector('#log .msg.pending') === null`)
+			note := eval[string](t, ctx, `[...document.querySelectorAll('#log .msg.note')].pop().textContent`)
+			if !strings.Contains(note, "no answer will come") || !strings.Contains(note, "stays in the chat") {
+				t.Errorf("after Cancel the page says %q", note)
+			}
+			// What the note says is what the gateway does: the turn ends
+			// and its call to the provider is dropped; the question is kept.
+			select {
+			case <-h.gaveUp:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the gateway kept waiting for the provider after the page stopped waiting")
+			}
+			hist, err := p.g.Sys.Store.History("web:home")
+			if err != nil || len(hist) != 1 || hist[0].Role != "user" || hist[0].Content != "Are you there?" {
+				t.Errorf("the chat's history after Cancel: %+v, %v", hist, err)
+			}
+			if w == 360 {
+				noOverflow(t, ctx, "Chat, cancelled")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-chat-cancelled", w))
+
+			h.release()
+			sendMessage(t, ctx, "Now?")
+			waitFor(t, ctx, "the next answer", `[...document.querySelectorAll('#log .msg.agent')].some(m => m.textContent === 'echo: Now?')`)
 		})
 	}
 }

@@ -72,15 +72,18 @@
     constructor(status, message, data) { super(message); this.status = status; this.data = data; }
   }
 
-  async function api(method, path, body) {
+  // api calls the gateway; opts.signal can abort the call (status -1).
+  async function api(method, path, body, opts) {
+    opts = opts || {};
     const headers = {};
     const token = store.get('token', '');
     if (token) headers.Authorization = 'Bearer ' + token;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     let res;
     try {
-      res = await fetch(path, { method, headers, cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body) });
+      res = await fetch(path, { method, headers, cache: 'no-store', signal: opts.signal, body: body === undefined ? undefined : JSON.stringify(body) });
     } catch (e) {
+      if (e.name === 'AbortError') throw new APIError(-1, 'stopped waiting');
       throw new APIError(0, 'cannot reach Perch (' + e.message + '); is the gateway running and this device on its network?');
     }
     let data = null;
@@ -93,10 +96,10 @@
   }
 
   // authed retries a call after asking for the token when the API answers 401.
-  async function authed(method, path, body) {
+  async function authed(method, path, body, opts) {
     for (;;) {
       try {
-        return await api(method, path, body);
+        return await api(method, path, body, opts);
       } catch (e) {
         if (e.status !== 401) throw e;
         await askToken(store.get('token', '') ? 'The saved token was refused: ' + e.message : 'This Perch asks for its API token.');
@@ -324,14 +327,25 @@
   // its "thinking" line. The person may switch chats meanwhile; the answer
   // belongs to the chat it was asked in.
   let sending = null;
+  const SLOW = 15; // seconds before the wait shows its time and a Cancel
   async function send(text) {
     const chat = chatID;
     $('send').disabled = true;
     addMessage('user', text);
-    sending = { chat, li: addMessage('pending', 'Perch is thinking…') };
+    const li = addMessage('pending', 'Perch is thinking…');
+    sending = { chat, li };
+    // A provider that does not answer holds a turn for minutes: the person
+    // sees how long it has been and may stop waiting.
+    const ctl = new AbortController(), began = Date.now();
+    const tick = setInterval(() => {
+      const s = Math.round((Date.now() - began) / 1000);
+      if (s < SLOW) return;
+      li.firstElementChild.textContent = 'Perch is thinking… (' + upFor(s) + ' so far)';
+      if (!li.querySelector('button')) li.appendChild(button('Cancel', () => ctl.abort()));
+    }, 1000);
     try {
-      const r = await authed('POST', '/chat', { message: text, session_key: 'web:' + chat, channel: 'web', chat_id: chat });
-      sending.li.remove();
+      const r = await authed('POST', '/chat', { message: text, session_key: 'web:' + chat, channel: 'web', chat_id: chat }, { signal: ctl.signal });
+      li.remove();
       const ui = r && Array.isArray(r.ui_commands) ? r.ui_commands : [];
       if (chat === chatID) {
         addMessage('agent', r && r.response ? r.response : '(no text in the reply)', { t: r && r.t });
@@ -342,10 +356,13 @@
       for (const c of ui) applyUI(c, chat);
       if (!live && !connecting) start();
     } catch (e) {
-      sending.li.remove();
-      if (chat === chatID) showError(e);
+      li.remove();
+      // The gateway ends a turn whose caller went away: no answer follows.
+      if (e.status === -1) addMessage('note', 'Cancelled. Perch stopped working on this message when the page stopped waiting, so no answer will come; the message stays in the chat. Send it again to retry.');
+      else if (chat === chatID) showError(e);
       else notice('Perch could not answer in your chat “' + chat + '”: ' + e.message, { action: () => switchChat(chat) });
     } finally {
+      clearInterval(tick);
       sending = null;
       $('send').disabled = false;
     }
