@@ -348,3 +348,49 @@ func TestBrowserSlowAnswerCanBeCancelled(t *testing.T) {
 		})
 	}
 }
+
+// TestBrowserSetupLaterStartsThePage: the owner puts the first-run form
+// off and cancels the token prompt, then connects a provider from the
+// notice bar: the setup's answer brings the token, and the chat, the
+// schedules, the System panel and the live stream start with it. They
+// stayed at "no token given", without a stream, until a reload.
+func TestBrowserSetupLaterStartsThePage(t *testing.T) {
+	for _, w := range widths {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			fake := providertest.New()
+			t.Cleanup(fake.Close)
+			g := appliancetest.Start(t, gatewayConfig(""), nil)
+			ctx := browser(t)
+			step(t, ctx, "load the page; put the setup off; cancel the token prompt",
+				viewport(w), chromedp.Navigate(g.URL+"/"),
+				chromedp.WaitVisible(chromedp.ID("setup-code")), chromedp.Click(chromedp.ID("setup-cancel")),
+				chromedp.WaitVisible(chromedp.ID("token")), chromedp.Click(chromedp.ID("token-cancel")))
+			waitFor(t, ctx, "the chat without the token", `document.getElementById('log').textContent.includes('no token given')`)
+			step(t, ctx, "open the setup from the notice bar", chromedp.Click(chromedp.ID("notice-setup")),
+				chromedp.WaitVisible(chromedp.ID("setup-code")),
+				chromedp.SendKeys(chromedp.ID("setup-code"), g.SetupCode(t)),
+				chromedp.SendKeys(chromedp.ID("setup-model"), "openai/gpt-4o-mini"),
+				chromedp.SendKeys(chromedp.ID("setup-key"), "sk-later"),
+				chromedp.SendKeys(chromedp.ID("setup-base"), fake.Base()),
+				chromedp.Click(chromedp.ID("setup-save")),
+				chromedp.WaitNotVisible(chromedp.ID("setup-dialog")))
+			waitFor(t, ctx, "the chat loaded with the token", `document.getElementById('log').textContent.includes('Chat home. Say hello.') && !document.getElementById('log').textContent.includes('no token')`)
+			waitFor(t, ctx, "the live stream", `document.getElementById('state').textContent.startsWith('ready · openai/gpt-4o-mini') && document.getElementById('channel-list').textContent.includes('1 page open')`)
+			if w == 360 {
+				noOverflow(t, ctx, "Chat after the setup")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-setup-later-chat", w))
+			tab(t, ctx, "jobs")
+			waitFor(t, ctx, "the schedules", `document.querySelector('#job-list .error') === null && !document.getElementById('job-list').textContent.includes('token')`)
+			tab(t, ctx, "system")
+			waitFor(t, ctx, "the figures", `document.getElementById('figures').textContent.includes('openrouter, openai/gpt-4o-mini')`)
+			shot(t, ctx, w, fmt.Sprintf("%d-setup-later-system", w))
+			if open := eval[bool](t, ctx, `document.getElementById('token-dialog').open`); open {
+				t.Error("the page asked for the token the setup handed over")
+			}
+			tab(t, ctx, "chat")
+			sendMessage(t, ctx, "hello")
+			waitFor(t, ctx, "the reply", `[...document.querySelectorAll('#log .msg.agent')].some(m => m.textContent === 'echo: hello')`)
+		})
+	}
+}

@@ -1224,6 +1224,9 @@
       $('setup-dialog').close();
       notice('Connected: ' + r.provider + ', model ' + r.model + '. Saved in ' + r.config + '.');
       await readyPublic();
+      // A page that started without the token (the form put off, the token
+      // prompt cancelled) starts again with the one the setup handed over.
+      if (started) start();
     } catch (e) {
       err.textContent = e.message;
       err.hidden = false;
