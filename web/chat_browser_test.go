@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -391,6 +392,90 @@ func TestBrowserSetupLaterStartsThePage(t *testing.T) {
 			tab(t, ctx, "chat")
 			sendMessage(t, ctx, "hello")
 			waitFor(t, ctx, "the reply", `[...document.querySelectorAll('#log .msg.agent')].some(m => m.textContent === 'echo: hello')`)
+		})
+	}
+}
+
+// tooMany tolerates the 429s of a device locked out for wrong tokens.
+func tooMany(e *log.Entry) bool {
+	return e.Source == log.EntrySourceNetwork && strings.Contains(e.Text, "status of 429")
+}
+
+// TestBrowserStaleTokenAndATypo: a browser that kept an old token, whose
+// owner then mistypes the new one, gets in with the right one: each token
+// is tried with one request, so the two wrong ones are two strikes of the
+// ten allowed, and the panels load. A wrong token cost a strike per panel
+// (about seven), all released at once, so the old token and one typo
+// locked the browser out, and chat and Schedules showed "too many wrong
+// API tokens" after the right one until a reload.
+func TestBrowserStaleTokenAndATypo(t *testing.T) {
+	for _, w := range widths {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			fake := providertest.New()
+			t.Cleanup(fake.Close)
+			g := appliancetest.Start(t, gatewayConfig(fake.Base()), nil)
+			ctx := browser(t) // a 429 is a console error: the test fails on one
+			step(t, ctx, "open the page once and leave an old token in it", viewport(w), chromedp.Navigate(g.URL+"/"),
+				chromedp.WaitVisible(chromedp.ID("token")),
+				chromedp.Evaluate[chromedp.Void](`localStorage.setItem('perch.token', 'tok-OLD-4711')`),
+				chromedp.Navigate(g.URL+"/"))
+			waitFor(t, ctx, "the prompt for the refused token", `document.getElementById('token-dialog').open && document.getElementById('token-why').textContent.includes('saved token was refused')`)
+			step(t, ctx, "mistype the token", chromedp.SendKeys(chromedp.ID("token"), browserToken[:len(browserToken)-1]), chromedp.Click(chromedp.ID("token-save")))
+			waitFor(t, ctx, "the typo refused", `document.getElementById('token-why').textContent.includes('That token was refused')`)
+			if !eval[bool](t, ctx, `document.getElementById('token-dialog').open`) {
+				t.Fatal("the dialog closed on a wrong token")
+			}
+			if w == 360 {
+				noOverflow(t, ctx, "the token refused")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-token-typo", w))
+			step(t, ctx, "enter the right token",
+				chromedp.Evaluate[chromedp.Void](`document.getElementById('token').value = ''`),
+				chromedp.SendKeys(chromedp.ID("token"), browserToken), chromedp.Click(chromedp.ID("token-save")),
+				chromedp.WaitNotVisible(chromedp.ID("token-dialog")))
+			waitFor(t, ctx, "the chat loaded", `document.getElementById('log').textContent.includes('Chat home. Say hello.')`)
+			waitFor(t, ctx, "the live stream", `document.getElementById('state').textContent.startsWith('ready · openai/gpt-4o-mini') && document.getElementById('channel-list').textContent.includes('1 page open')`)
+			if txt := eval[string](t, ctx, `document.getElementById('log').textContent`); strings.Contains(txt, "could not be loaded") {
+				t.Errorf("the chat says %q", txt)
+			}
+			tab(t, ctx, "jobs")
+			waitFor(t, ctx, "the schedules", `document.querySelector('#job-list .error') === null`)
+			tab(t, ctx, "chat")
+			shot(t, ctx, w, fmt.Sprintf("%d-token-right", w))
+		})
+	}
+}
+
+// TestBrowserLockedOutPageRecovers: a device that sent too many wrong
+// tokens (here from another tab) opens the page with the right one: the
+// panels wait the time the gateway names (Retry-After) and load, instead
+// of showing "too many wrong API tokens… wait 2 seconds" until a reload.
+func TestBrowserLockedOutPageRecovers(t *testing.T) {
+	for _, w := range widths {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			fake := providertest.New()
+			t.Cleanup(fake.Close)
+			g := appliancetest.Start(t, gatewayConfig(fake.Base()), nil)
+			ctx := browserWith(t, tooMany)
+			step(t, ctx, "open the page once with the right token", viewport(w), chromedp.Navigate(g.URL+"/"),
+				chromedp.WaitVisible(chromedp.ID("token")),
+				chromedp.Evaluate[chromedp.Void](`localStorage.setItem('perch.token', '`+browserToken+`')`))
+			n := evalAsync[int](t, ctx, `(async () => { let n = 0; for (let i = 0; i < 12; i++) { const r = await fetch('/admin/cron', { headers: { Authorization: 'Bearer wrong-`+fmt.Sprint(w)+`' } }); if (r.status === 429) n++; } return n })()`)
+			if n == 0 {
+				t.Fatal("twelve wrong tokens were not refused with 429")
+			}
+			step(t, ctx, "reload", chromedp.Navigate(g.URL+"/"))
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if _, err := chromedp.Run(sctx, chromedp.Poll[chromedp.Void](`document.getElementById('log').textContent.includes('Chat home. Say hello.') && document.getElementById('state').textContent.startsWith('ready · openai/gpt-4o-mini')`)); err != nil {
+				t.Fatalf("the page after the lock-out (chat %q): %v", eval[string](t, ctx, `document.getElementById('log').textContent`), err)
+			}
+			tab(t, ctx, "jobs")
+			waitFor(t, ctx, "the schedules", `document.querySelector('#job-list .error') === null`)
+			if eval[bool](t, ctx, `document.getElementById('token-dialog').open`) {
+				t.Error("the right token was asked for again")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-token-after-lockout", w))
 		})
 	}
 }

@@ -71,12 +71,14 @@
   class APIError extends Error {
     constructor(status, message, data) { super(message); this.status = status; this.data = data; }
   }
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-  // api calls the gateway; opts.signal can abort the call (status -1).
+  // api calls the gateway; opts.signal can abort the call (status -1),
+  // opts.token replaces the saved token.
   async function api(method, path, body, opts) {
     opts = opts || {};
     const headers = {};
-    const token = store.get('token', '');
+    const token = opts.token !== undefined ? opts.token : store.get('token', '');
     if (token) headers.Authorization = 'Bearer ' + token;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     let res;
@@ -90,19 +92,31 @@
     try { data = await res.json(); } catch { /* not JSON */ }
     if (!res.ok) {
       const msg = data && typeof data.error === 'string' ? data.error : 'HTTP ' + res.status + ' ' + res.statusText;
-      throw new APIError(res.status, msg, data);
+      const e = new APIError(res.status, msg, data);
+      e.wait = Math.min(Math.max(Number(res.headers.get('Retry-After')) || 1, 1), 60) * 1000;
+      throw e;
     }
     return data;
   }
 
-  // authed retries a call after asking for the token when the API answers 401.
+  // Each request with a wrong token is a strike against this device (10,
+  // then 429 for a while), and the page loads its panels in parallel: a
+  // token refused once is not sent again until the person enters another.
+  let refused = '';
+
+  // authed retries a call after asking for the token when the API answers
+  // 401, and after the wait the gateway names when it answers 429.
   async function authed(method, path, body, opts) {
     for (;;) {
+      const token = store.get('token', '');
+      if (token && token === refused) { await askToken('The saved token was refused.'); continue; }
       try {
         return await api(method, path, body, opts);
       } catch (e) {
+        if (e.status === 429) { await sleep(e.wait); continue; }
         if (e.status !== 401) throw e;
-        await askToken(store.get('token', '') ? 'The saved token was refused: ' + e.message : 'This Perch asks for its API token.');
+        if (token) refused = token;
+        await askToken(token ? 'The saved token was refused: ' + e.message : 'This Perch asks for its API token.');
       }
     }
   }
@@ -111,10 +125,14 @@
 
   let tokenWaiters = [];
   function askToken(why) {
-    $('token-why').textContent = why || '';
-    $('token').value = '';
-    if (!$('token-dialog').open) $('token-dialog').showModal();
-    $('token').focus();
+    // Calls that fail while the dialog is open wait for the same answer,
+    // without clearing what the person is typing.
+    if (!$('token-dialog').open) {
+      $('token-why').textContent = why || '';
+      $('token').value = '';
+      $('token-dialog').showModal();
+      $('token').focus();
+    }
     return new Promise((resolve, reject) => tokenWaiters.push({ resolve, reject }));
   }
   function settleToken(ok) {
@@ -124,10 +142,35 @@
       if (ok) w.resolve(); else w.reject(new APIError(401, 'no token given; enter it in System → This browser → Enter token'));
     }
   }
-  $('token-form').addEventListener('submit', (ev) => {
+  // A new token is tried with one request before the calls waiting for it
+  // retry with it all at once: a mistyped one costs one strike, not one per
+  // panel.
+  $('token-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const t = $('token').value.trim();
-    if (!t) return;
+    if (!t || $('token-save').disabled) return;
+    $('token-save').disabled = true;
+    try {
+      for (;;) {
+        $('token-why').textContent = 'Checking the token…';
+        try {
+          await api('GET', '/ready', undefined, { token: t });
+        } catch (e) {
+          if (e.status === 401) { refused = t; $('token-why').textContent = 'That token was refused; check it and try again.'; $('token').select(); return; }
+          if (e.status === 429) {
+            $('token-why').textContent = 'Too many wrong tokens from this device: trying this one in ' + Math.round(e.wait / 1000) + ' s…';
+            await sleep(e.wait);
+            if (!$('token-dialog').open) return;
+            continue;
+          }
+          // 503 (not ready) passed the token check; offline, the calls
+          // waiting for it find out.
+        }
+        break;
+      }
+    } finally {
+      $('token-save').disabled = false;
+    }
     store.set('token', t);
     $('token-dialog').close();
     settleToken(true);
@@ -1011,6 +1054,7 @@
     try {
       const token = store.get('token', '');
       res = await fetch('/ready', { cache: 'no-store', headers: token ? { Authorization: 'Bearer ' + token } : {} });
+      if (res.status === 401 && token) refused = token;
       if ((res.status === 401 || res.status === 429) && token) res = await fetch('/ready', { cache: 'no-store' });
       data = await res.json();
     } catch (e) {
@@ -1102,6 +1146,7 @@
   // ---- event stream ----
 
   let live = false, connecting = false, source = null, lastID = '', backoff = 1000, retryTimer = 0;
+  let lost = false; // the stream failed: panels may hold an error or miss changes
 
   // connect opens the page's one stream: a ticket from an authenticated
   // POST (EventSource sends no header, and a token in a URL would land in
@@ -1117,6 +1162,7 @@
     } catch (e) {
       connecting = false;
       live = false;
+      lost = true;
       if (e.status === 401) { setState('locked: enter the token', false); return; }
       setState('offline, retrying', false);
       retryTimer = setTimeout(connect, backoff);
@@ -1132,7 +1178,12 @@
       try { d = JSON.parse(ev.data); } catch { return; }
       fn(d);
     });
-    on('hello', (d) => { if (!lastID) lastID = d.id; backoff = 1000; live = true; });
+    on('hello', (d) => {
+      if (!lastID) lastID = d.id;
+      backoff = 1000;
+      live = true;
+      if (lost) { lost = false; loadAll(); }
+    });
     on('resync', () => loadAll());
     on('status', (st) => applyStatus(st, true));
     on('message', receive);
@@ -1145,6 +1196,7 @@
       if (source !== es) return;
       source = null;
       live = false;
+      lost = true;
       setState('reconnecting…', false);
       retryTimer = setTimeout(connect, backoff);
       backoff = Math.min(backoff * 2, 30000);
@@ -1163,6 +1215,7 @@
   function start() {
     if (started && live) return;
     started = true;
+    lost = false; // loadAll follows
     connect();
     loadAll();
   }
