@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"periph.io/x/conn/v3/i2c/i2ctest"
+	"periph.io/x/conn/v3/physic"
 
 	"github.com/perchhq/perch/drivers/hwtest"
 )
@@ -452,5 +456,88 @@ func TestCheckIsAlwaysOK(t *testing.T) {
 	empty, _ := NewSet(nil, Options{})
 	if ok, msg := empty.Check(); !ok || msg != "no sensors configured" {
 		t.Errorf("Check() = %v, %q", ok, msg)
+	}
+}
+
+// stuckBMx280 answers as a BME280 whose status register keeps the measuring
+// bit set (a clone part, or one that browned out mid-conversion): periph's
+// Sense polls it for as long as every transfer succeeds.
+type stuckBMx280 struct {
+	polling chan struct{} // closed at the first status poll
+	once    sync.Once
+}
+
+func (b *stuckBMx280) String() string                  { return "stuck-bme280" }
+func (b *stuckBMx280) Close() error                    { return nil }
+func (b *stuckBMx280) SetSpeed(physic.Frequency) error { return nil }
+
+func (b *stuckBMx280) Tx(addr uint16, w, r []byte) error {
+	for _, op := range bme280Ops(addr, 0x60) {
+		if len(w) > 0 && len(op.W) > 0 && op.W[0] == w[0] && len(op.R) == len(r) {
+			copy(r, op.R)
+			break
+		}
+	}
+	if len(w) == 1 && w[0] == 0xf3 {
+		r[0] = 0x08 // measuring
+		b.once.Do(func() { close(b.polling) })
+	}
+	return nil
+}
+
+// TestStuckSensorFailsAloneAndInTime: a BMx280 whose busy bit never clears
+// fails its read by the read timeout, naming it, even for a caller with no
+// deadline; a sensor queued behind it on the same bus fails by its own
+// deadline, and sensors on other buses read meanwhile.
+func TestStuckSensorFailsAloneAndInTime(t *testing.T) {
+	stuck := &stuckBMx280{polling: make(chan struct{})}
+	hwtest.I2C(t, "FAKE-STUCK-BUS", nil, 73, stuck)
+	hwtest.I2C(t, "FAKE-OTHER-BUS", nil, 74, &i2ctest.Playback{DontPanic: true, Ops: []i2ctest.IO{
+		{Addr: 0x44, W: []byte{0x24, 0x00}},
+		{Addr: 0x44, R: []byte{0x66, 0x66, 0x93, 0x80, 0x00, 0xa2}},
+	}})
+	set, err := NewSet([]Spec{
+		{Name: "climate", Type: "bme280", Bus: "73"},
+		{Name: "attic", Type: "bmp280", Bus: "73", Address: 0x77},
+		{Name: "bath", Type: "sht3x", Bus: "74"},
+		{Name: "tank", Type: "ds18b20"},
+	}, Options{W1Dir: "testdata/w1-one", ReadTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := set.Read(context.Background(), "climate")
+		done <- err
+	}()
+	<-stuck.polling
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = set.Read(ctx, "attic")
+	if err == nil || !regexp.MustCompile(`^sensor attic \(bmp280, 0x77 on I2C bus 73\): no reading within \d+ms: `+
+		`another sensor's read on the same bus has not finished`).MatchString(err.Error()) {
+		t.Errorf("queued read on the stuck bus: %v", err)
+	}
+	for _, name := range []string{"bath", "tank"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if r, err := set.Read(ctx, name); err != nil || len(r.Values) == 0 {
+			t.Errorf("%s, on another bus, while climate is stuck: %+v, %v", name, r, err)
+		}
+	}
+
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(),
+			"sensor climate (bme280, 0x76 on I2C bus 73): no reading within 500ms: the part did not finish its measurement; power-cycle it") {
+			t.Errorf("stuck read: %v", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("stuck read took %s", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read of a stuck BMx280 never returned")
 	}
 }

@@ -2,28 +2,43 @@ package sensor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
+
+	periphi2c "periph.io/x/conn/v3/i2c"
 
 	"github.com/perchhq/perch/drivers/i2c"
 )
+
+// DefaultReadTimeout bounds one sensor's read. The slowest part, a DS18B20
+// at 12 bits, converts in 750 ms; a read still running after this is a part
+// that will not finish (a BMx280 whose busy bit never clears).
+const DefaultReadTimeout = 2 * time.Second
 
 // Options configure a Set.
 type Options struct {
 	// W1Dir is where 1-wire devices are listed; empty means DefaultW1Dir.
 	W1Dir string
+	// ReadTimeout bounds each read (the caller's deadline still applies
+	// when sooner); zero means DefaultReadTimeout.
+	ReadTimeout time.Duration
 }
 
-// Set is the configured sensors. It is safe for concurrent use; reads are
-// serialised, since two of them on one bus would interleave their transfers.
+// Set is the configured sensors. It is safe for concurrent use; reads on
+// one bus are serialised, since two of them would interleave their
+// transfers, while a sensor on another bus reads meanwhile.
 type Set struct {
-	specs []Spec
-	w1Dir string
+	specs   []Spec
+	w1Dir   string
+	timeout time.Duration
 
-	mu sync.Mutex // held during a read
+	mu    sync.Mutex
+	buses map[string]chan struct{} // one per bus, a lock waited for with a context
 }
 
 // NewSet validates specs (see ValidateSpecs) and returns the set. It touches
@@ -36,7 +51,11 @@ func NewSet(specs []Spec, opts Options) (*Set, error) {
 	if opts.W1Dir == "" {
 		opts.W1Dir = DefaultW1Dir
 	}
-	return &Set{specs: append([]Spec(nil), specs...), w1Dir: opts.W1Dir}, nil
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	return &Set{specs: append([]Spec(nil), specs...), w1Dir: opts.W1Dir, timeout: opts.ReadTimeout,
+		buses: map[string]chan struct{}{}}, nil
 }
 
 // Specs returns the configured sensors in config order.
@@ -151,23 +170,111 @@ func (s *Set) measure(ctx context.Context, sp Spec) ([]Value, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	// A part that never finishes must not hold its bus, the sampler or a
+	// chat turn: every read ends by the timeout.
+	bound := s.timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < bound {
+		bound = time.Until(dl).Round(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	vals, chip, err := s.measureBounded(ctx, sp)
+	if err == nil || ctx.Err() == nil {
+		return vals, chip, err
+	}
+	switch {
+	case !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return nil, "", ctx.Err()
+	case errors.Is(err, errQueued):
+		return nil, "", fmt.Errorf("no reading within %s: %w", bound, err)
+	}
+	return nil, "", fmt.Errorf("no reading within %s: the part did not finish its measurement; "+
+		"power-cycle it and check its supply and wiring: %w", bound, ctx.Err())
+}
+
+func (s *Set) measureBounded(ctx context.Context, sp Spec) ([]Value, string, error) {
 	p := parts[sp.Type]
 	if p.oneWire {
-		id, err := w1Device(s.w1Dir, sp.Device)
+		// The kernel's w1 read cannot be interrupted: it runs on, holding
+		// the 1-wire lock, while the caller gets its timeout.
+		unlock, err := s.lock(ctx, "w1")
 		if err != nil {
 			return nil, "", err
 		}
-		vals, err := readDS18B20(s.w1Dir, id)
-		return vals, "DS18B20", err
+		type result struct {
+			vals []Value
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			defer unlock()
+			id, err := w1Device(s.w1Dir, sp.Device)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			vals, err := readDS18B20(s.w1Dir, id)
+			done <- result{vals, err}
+		}()
+		select {
+		case r := <-done:
+			return r.vals, "DS18B20", r.err
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		}
 	}
+	info, err := i2c.Lookup(string(sp.Bus))
+	if err != nil {
+		return nil, "", err
+	}
+	unlock, err := s.lock(ctx, "i2c:"+info.Name)
+	if err != nil {
+		return nil, "", err
+	}
+	defer unlock()
 	bus, err := i2c.Open(string(sp.Bus))
 	if err != nil {
 		return nil, "", err
 	}
 	defer bus.Close()
-	return p.readI2C(ctx, bus.Periph(), sp.address())
+	return p.readI2C(ctx, ctxBus{bus.Periph(), ctx}, sp.address())
+}
+
+// lock takes the lock of one bus, or gives up with the context: a read stuck
+// on the bus fails the reads queued behind it by their own deadlines, never
+// later.
+func (s *Set) lock(ctx context.Context, bus string) (func(), error) {
+	s.mu.Lock()
+	l, ok := s.buses[bus]
+	if !ok {
+		l = make(chan struct{}, 1)
+		s.buses[bus] = l
+	}
+	s.mu.Unlock()
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", errQueued, ctx.Err())
+	}
+}
+
+var errQueued = errors.New("another sensor's read on the same bus has not finished")
+
+// ctxBus fails every transfer once ctx is done. periph's drivers take no
+// context, and the BMx280's Sense polls its status register until the busy
+// bit clears, forever on a part where it never does; a failing transfer is
+// what ends that loop.
+type ctxBus struct {
+	periphi2c.Bus
+	ctx context.Context
+}
+
+func (b ctxBus) Tx(addr uint16, w, r []byte) error {
+	if err := b.ctx.Err(); err != nil {
+		return err
+	}
+	return b.Bus.Tx(addr, w, r)
 }
 
 // Status is whether a sensor's bus and device are there, checked without a
