@@ -36,8 +36,10 @@ func NewI2C() Tool {
 		ToolDescription: "Talk to I2C devices on the board's bus. Actions: detect lists the buses; scan lists the " +
 			"addresses that answer and the parts usually found there; read reads bytes from a device, optionally " +
 			"from a register; write writes bytes and needs confirm true, because it can change a device's settings " +
-			"or stored data: ask the user first. For configured sensors prefer the sensor tool, which gives values " +
-			"with units.",
+			"or stored data: ask the user first. A read with a register first writes the register byte to the " +
+			"device, which some devices take as a command: on an output expander (PCF8574 relay or LCD boards at " +
+			"0x20-0x27) it sets every output, so read those without a register. For configured sensors prefer " +
+			"the sensor tool, which gives values with units.",
 		Params: Object(map[string]*Property{
 			"action": String("What to do.", "detect", "scan", "read", "write"),
 			"bus": String("Bus number or name, such as \"1\" (the Raspberry Pi's header pins) or one detect lists. " +
@@ -50,8 +52,12 @@ func NewI2C() Tool {
 				Bound(1), Bound(i2c.MaxLength)),
 			"confirm": Boolean("Must be true for write, after the user agreed to it."),
 		}, "action"),
-		Run:          runI2C,
-		MutatingCall: func(_ context.Context, a Args) bool { return a.String("action") == "write" },
+		Run: runI2C,
+		// The register byte of a read goes on the wire as a write, which a
+		// relay board takes as its outputs' new state.
+		MutatingCall: func(_ context.Context, a Args) bool {
+			return a.String("action") == "write" || a.String("action") == "read" && a.Has("register")
+		},
 	}
 }
 
@@ -237,8 +243,12 @@ func NewSPI() Tool {
 				Bound(1), Bound(spi.MaxLength)),
 			"confirm": Boolean("Must be true for transfer, after the user agreed to it."),
 		}, "action"),
-		Run:          runSPI,
-		MutatingCall: func(_ context.Context, a Args) bool { return a.String("action") == "transfer" },
+		Run: runSPI,
+		// A read clocks zeros out while it clocks bytes in: to an LED strip
+		// that is "all off", to many chips a command.
+		MutatingCall: func(_ context.Context, a Args) bool {
+			return a.String("action") == "transfer" || a.String("action") == "read"
+		},
 	}
 }
 

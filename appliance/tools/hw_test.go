@@ -397,3 +397,36 @@ func TestNewHardwareOnLinuxOnly(t *testing.T) {
 		t.Errorf("NewHardware = %v", names)
 	}
 }
+
+// TestRestrictedHardwareReadsThatWriteAreRefused: a read with a register
+// writes the register byte first (a PCF8574 relay board takes it as its
+// outputs), and an SPI read clocks zeros out (an LED strip's "all off"), so
+// a sender the owner has not approved gets neither; a plain I2C read is
+// still theirs, and the owner's register read needs no confirm.
+func TestRestrictedHardwareReadsThatWriteAreRefused(t *testing.T) {
+	hwtest.I2C(t, "FAKE-RELAYS", nil, 53, &i2ctest.Playback{DontPanic: true, Ops: []i2ctest.IO{
+		{Addr: 0x20, R: []byte{0xff}},
+		{Addr: 0x20, W: []byte{0x07}, R: []byte{0xff}},
+	}})
+	port := hwtest.SPI(t, "/dev/spidev8.2", []string{"SPI8.2"}, -1, &spitest.Playback{Playback: conntest.Playback{DontPanic: true}})
+	r := hwRegistry(nil)
+	stranger := tools.Call{Channel: "telegram", ChatID: "999", Restricted: true}
+	run := func(c tools.Call, tool, args string) tools.Result {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(args), &m); err != nil {
+			t.Fatal(err)
+		}
+		return r.ExecuteWith(context.Background(), tool, m, c)
+	}
+	const refused = "refused: this call would change the board, and the sender of this message is not one the owner approved " +
+		"(a message on telegram). Tell the user the owner can allow it: add the sender to channels.telegram.allow_from"
+	wantError(t, run(stranger, "i2c", `{"action":"read","bus":"53","address":32,"register":0}`), "i2c "+refused)
+	wantError(t, run(stranger, "spi", `{"action":"read","device":"8.2","length":3}`), "spi "+refused)
+	wantText(t, run(stranger, "i2c", `{"action":"read","bus":"53","address":32}`),
+		"Read 1 byte from 0x20 on bus 53 (FAKE-RELAYS): 0xff")
+	wantText(t, run(tools.Call{Channel: "telegram", ChatID: "1"}, "i2c", `{"action":"read","bus":"53","address":32,"register":7}`),
+		"Read 1 byte from 0x20 register 0x07 on bus 53 (FAKE-RELAYS): 0xff")
+	if n := port.Opens(); n != 0 {
+		t.Errorf("the SPI device was opened %d times for a refused read", n)
+	}
+}
