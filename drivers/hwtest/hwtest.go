@@ -6,7 +6,9 @@
 // Code under test opens buses by name ("1", "/dev/i2c-1") through i2creg and
 // spireg, exactly as on a board; a test registers a periph fake there
 // (i2ctest.Playback, spitest.Playback, or any i2c.BusCloser) under a name and
-// number of its choosing. The fake stays open across the opens and closes of
+// number of its choosing. A fake under a kernel device's name
+// ("/dev/spidev0.0") stays registered although no device node stands behind
+// it. The fake stays open across the opens and closes of
 // the code under test and is closed once at the end of the test, which for a
 // Playback verifies that every expected operation happened.
 package hwtest
@@ -23,6 +25,8 @@ import (
 	"periph.io/x/conn/v3/spi"
 	"periph.io/x/conn/v3/spi/spireg"
 	"periph.io/x/conn/v3/spi/spitest"
+
+	"github.com/perchhq/perch/drivers/internal/periphhost"
 )
 
 // I2CBus is a registered I²C fake.
@@ -46,7 +50,9 @@ func I2C(t testing.TB, name string, aliases []string, number int, bus i2c.BusClo
 	if err := i2creg.Register(name, aliases, number, open); err != nil {
 		t.Fatalf("hwtest: register I2C bus %s: %v", name, err)
 	}
+	release := periphhost.Fake(name)
 	t.Cleanup(func() {
+		defer release()
 		if err := i2creg.Unregister(name); err != nil {
 			t.Errorf("hwtest: unregister %s: %v", name, err)
 		}
@@ -102,7 +108,9 @@ func SPI(t testing.TB, name string, aliases []string, number int, pb *spitest.Pl
 	if err := spireg.Register(name, aliases, number, open); err != nil {
 		t.Fatalf("hwtest: register SPI port %s: %v", name, err)
 	}
+	release := periphhost.Fake(name)
 	t.Cleanup(func() {
+		defer release()
 		if err := spireg.Unregister(name); err != nil {
 			t.Errorf("hwtest: unregister %s: %v", name, err)
 		}

@@ -67,9 +67,12 @@ func Lookup(name string) (BusInfo, error) {
 	return BusInfo{Name: r.Name, Number: r.Number, Aliases: r.Aliases}, nil
 }
 
-// refs loads the drivers once and returns the registered buses by number.
+// refs loads the drivers once, brings the registry in line with the
+// /dev/i2c-* present now (an adapter plugged in or out since), and returns
+// the registered buses by number.
 func refs() ([]*i2creg.Ref, error) {
 	initErr := periphhost.Init()
+	periphhost.SyncI2C()
 	all := i2creg.All()
 	if len(all) == 0 {
 		if initErr != nil {
@@ -90,15 +93,25 @@ func refs() ([]*i2creg.Ref, error) {
 
 func lookup(name string) (*i2creg.Ref, error) {
 	all, err := refs()
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var r *i2creg.Ref
+		r, err = periphhost.Lookup(all, name, "buses",
+			func(r *i2creg.Ref) periphhost.Ref {
+				return periphhost.Ref{Name: r.Name, Aliases: r.Aliases, Number: r.Number}
+			},
+			func(r *i2creg.Ref) string { return BusInfo{Name: r.Name, Number: r.Number}.String() },
+			normalize, ErrUnknownBus)
+		if err == nil {
+			return r, nil
+		}
 	}
-	return periphhost.Lookup(all, name, "buses",
-		func(r *i2creg.Ref) periphhost.Ref {
-			return periphhost.Ref{Name: r.Name, Aliases: r.Aliases, Number: r.Number}
-		},
-		func(r *i2creg.Ref) string { return BusInfo{Name: r.Name, Number: r.Number}.String() },
-		normalize, ErrUnknownBus)
+	// A bus that was here and went is an unplugged adapter: "enable I2C
+	// with raspi-config" would send the user the wrong way.
+	if n, convErr := strconv.Atoi(normalize(name)); convErr == nil && periphhost.GoneI2C(n) {
+		return nil, fmt.Errorf("%w %q: /dev/i2c-%d is gone: its adapter was unplugged or its driver unloaded; "+
+			"plug it back in (the kernel may give it another number: detect lists the buses present)", ErrUnknownBus, strings.TrimSpace(name), n)
+	}
+	return nil, err
 }
 
 // normalize maps the spellings people use for a kernel bus ("I2C1", "i2c-1",

@@ -345,3 +345,42 @@ func TestFormatScanGolden(t *testing.T) {
 	res := ScanResult{Found: []int{0x23, 0x44, 0x76}, Busy: []int{0x68}, Skipped: []int{0x50, 0x51}}
 	golden(t, "scan.golden", FormatScan(res)+"\n")
 }
+
+// TestBusesFollowTheDeviceNodes: a USB adapter's /dev/i2c-N appearing after
+// the first hardware call is found, and one unplugged is no longer listed;
+// asking for it then says it is gone, not to enable I2C with raspi-config.
+func TestBusesFollowTheDeviceNodes(t *testing.T) {
+	dev := t.TempDir()
+	t.Cleanup(periphhost.SetDevDir(dev))
+	if _, err := Buses(); !errors.Is(err, ErrNoBus) {
+		t.Fatalf("empty /dev: Buses() error %v, want ErrNoBus", err)
+	}
+	node := filepath.Join(dev, "i2c-97")
+	if err := os.WriteFile(node, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	buses, err := Buses()
+	if err != nil || len(buses) != 1 || buses[0].String() != "97 (/dev/i2c-97)" || !slices.Equal(buses[0].Aliases, []string{"I2C97"}) {
+		t.Fatalf("after plugging in: Buses() = %+v, %v", buses, err)
+	}
+	if info, err := Lookup("i2c97"); err != nil || info.Number != 97 {
+		t.Errorf("Lookup(i2c97) = %+v, %v", info, err)
+	}
+
+	if err := os.Remove(node); err != nil {
+		t.Fatal(err)
+	}
+	if buses, err := Buses(); !errors.Is(err, ErrNoBus) {
+		t.Errorf("after unplugging: Buses() = %+v, %v", buses, err)
+	}
+	for _, name := range []string{"97", "/dev/i2c-97"} {
+		_, err = Lookup(name)
+		if !errors.Is(err, ErrUnknownBus) || strings.Contains(err.Error(), "raspi-config") ||
+			!strings.Contains(err.Error(), "i2c: unknown bus \""+name+"\": /dev/i2c-97 is gone: its adapter was unplugged or its driver unloaded; plug it back in") {
+			t.Errorf("Lookup(%s) after unplugging: %v", name, err)
+		}
+	}
+	if _, err := Open("5"); !errors.Is(err, ErrNoBus) {
+		t.Errorf("a bus never seen, none present: %v, want ErrNoBus with the raspi-config hint", err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"periph.io/x/conn/v3/physic"
 
 	"github.com/perchhq/perch/drivers/hwtest"
+	"github.com/perchhq/perch/drivers/internal/periphhost"
 )
 
 func TestSpecValidate(t *testing.T) {
@@ -539,5 +542,29 @@ func TestStuckSensorFailsAloneAndInTime(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a read of a stuck BMx280 never returned")
+	}
+}
+
+// TestStatusFollowsTheBusNode: a sensor on a USB adapter's bus is ready
+// while /dev/i2c-N is there and not once it is unplugged.
+func TestStatusFollowsTheBusNode(t *testing.T) {
+	dev := t.TempDir()
+	t.Cleanup(periphhost.SetDevDir(dev))
+	node := filepath.Join(dev, "i2c-97")
+	if err := os.WriteFile(node, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, err := NewSet([]Spec{{Name: "climate", Type: "bme280", Bus: "97"}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := set.Status()[0]; !st.OK || st.Message != "bus 97 (/dev/i2c-97) present" {
+		t.Errorf("plugged in: %+v", st)
+	}
+	if err := os.Remove(node); err != nil {
+		t.Fatal(err)
+	}
+	if st := set.Status()[0]; st.OK || !strings.HasPrefix(st.Message, `i2c: unknown bus "97": /dev/i2c-97 is gone: its adapter was unplugged`) {
+		t.Errorf("unplugged: %+v", st)
 	}
 }

@@ -79,8 +79,11 @@ func Lookup(name string) (DeviceInfo, error) {
 	return DeviceInfo{Name: r.Name, Number: r.Number, Aliases: r.Aliases}, nil
 }
 
+// refs loads the drivers once, brings the registry in line with the
+// /dev/spidev* present now, and returns the registered devices.
 func refs() ([]*spireg.Ref, error) {
 	initErr := periphhost.Init()
+	periphhost.SyncSPI()
 	all := spireg.All()
 	if len(all) == 0 {
 		if initErr != nil {

@@ -3,6 +3,8 @@ package spi
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -203,5 +205,26 @@ func TestUnknownDeviceListsThePresentOnes(t *testing.T) {
 	info, err := Lookup("spidev9.3")
 	if err != nil || info.String() != "/dev/spidev9.3 (SPI9.3)" {
 		t.Errorf("Lookup = %v, %v", info, err)
+	}
+}
+
+// TestDevicesFollowTheDeviceNodes: a /dev/spidev node appearing after the
+// first hardware call is listed, and one removed is not.
+func TestDevicesFollowTheDeviceNodes(t *testing.T) {
+	dev := t.TempDir()
+	t.Cleanup(periphhost.SetDevDir(dev))
+	node := filepath.Join(dev, "spidev3.1")
+	if err := os.WriteFile(node, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := Devices()
+	if err != nil || len(devs) != 1 || devs[0].String() != "/dev/spidev3.1 (SPI3.1)" {
+		t.Fatalf("Devices() = %+v, %v", devs, err)
+	}
+	if err := os.Remove(node); err != nil {
+		t.Fatal(err)
+	}
+	if devs, err := Devices(); !errors.Is(err, ErrNoDevice) {
+		t.Errorf("after removal: Devices() = %+v, %v", devs, err)
 	}
 }

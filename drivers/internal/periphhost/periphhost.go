@@ -11,7 +11,9 @@
 // load (bcm283x, allwinner, …) drive GPIO and PWM, which Perch does not use,
 // and cost about 0.7 MB on arm64. Init runs on the first hardware call rather
 // than at process start, so a gateway that never touches a bus pays nothing
-// for it at start-up.
+// for it at start-up. periph's drivers look for device nodes only then;
+// SyncI2C and SyncSPI follow the ones that come and go after (a USB adapter
+// plugged in or out).
 package periphhost
 
 import (
