@@ -96,6 +96,12 @@ func parseW1Slave(s string) (int, error) {
 	if len(lines) < 2 {
 		return 0, fmt.Errorf("unexpected w1_slave content %q", s)
 	}
+	pad, havePad := scratchpad(lines[0])
+	if havePad {
+		if err := checkScratchpad(pad); err != nil {
+			return 0, err
+		}
+	}
 	if !strings.HasSuffix(strings.TrimSpace(lines[0]), "YES") {
 		return 0, errors.New("checksum mismatch: the reading was corrupted on the wire; check wiring and the pull-up")
 	}
@@ -107,10 +113,57 @@ func parseW1Slave(s string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("bad temperature %q in w1_slave", t)
 	}
-	if milli == 85000 {
-		// The scratchpad's power-on value: the conversion did not run.
+	// 85 °C is also a real temperature (a hot-water tank, a solar
+	// collector); only the scratchpad's reset contents say no conversion
+	// ran. TH, TL and the configuration come from EEPROM, which the owner
+	// may have changed, so only the other bytes are compared.
+	if milli == 85000 && (!havePad || pad[0] == 0x50 && pad[1] == 0x05 && pad[6] == 0x0c && pad[7] == 0x10) {
 		return 0, errors.New("read 85 °C, the power-on value: the conversion did not run; " +
 			"check the supply (parasite power needs a strong pull-up)")
 	}
 	return milli, nil
+}
+
+// scratchpad parses the nine bytes the kernel prints before " : crc=".
+func scratchpad(line string) ([9]byte, bool) {
+	var pad [9]byte
+	hex, _, _ := strings.Cut(line, ":")
+	f := strings.Fields(hex)
+	if len(f) != len(pad) {
+		return pad, false
+	}
+	for i, x := range f {
+		v, err := strconv.ParseUint(x, 16, 8)
+		if err != nil {
+			return pad, false
+		}
+		pad[i] = byte(v)
+	}
+	return pad, true
+}
+
+// checkScratchpad refuses what no DS18B20 sends. The 1-wire CRC of nine
+// zero bytes is zero, so a sensor that lost its supply, or a data line held
+// low, passes the kernel's check as 0.000 °C; all 0xff is a line that floats
+// high. Byte 4's low five bits always read 1 and byte 5 reads 0xff.
+func checkScratchpad(pad [9]byte) error {
+	all := func(b byte) bool {
+		for _, x := range pad {
+			if x != b {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case all(0x00):
+		return errors.New("the scratchpad read all zeros: the sensor did not answer (no supply, or the data line held low); " +
+			"check its VDD and ground, the data line and the 4.7 kΩ pull-up")
+	case all(0xff):
+		return errors.New("the scratchpad read all 0xff: nothing drove the data line; check the sensor is connected and powered")
+	case pad[4]&0x1f != 0x1f || pad[5] != 0xff:
+		return fmt.Errorf("the scratchpad's fixed bits are wrong (byte 4 %#02x, byte 5 %#02x): the reading was corrupted "+
+			"or the part is not a DS18B20; check the wiring and the pull-up", pad[4], pad[5])
+	}
+	return nil
 }

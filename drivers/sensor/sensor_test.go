@@ -274,6 +274,11 @@ func TestDS18B20(t *testing.T) {
 		{"1-wire off", "testdata/no-such-dir", Spec{Name: "tank", Type: "ds18b20"}, 0, "1-wire is not enabled: add dtoverlay=w1-gpio"},
 		{"crc error", "testdata/w1-bad", Spec{Name: "tank", Type: "ds18b20", Device: "28-00000a1b2c3d"}, 0, "checksum mismatch"},
 		{"power-on value", "testdata/w1-bad", Spec{Name: "tank", Type: "ds18b20", Device: "28-00000a1b2c3e"}, 0, "read 85 °C, the power-on value"},
+		// A conversion that ran: count-remain 0x00, not the reset 0x0c.
+		{"a real 85 °C", "testdata/w1-hot", Spec{Name: "tank", Type: "ds18b20"}, 85, ""},
+		// The CRC of nine zero bytes is zero: the kernel says YES.
+		{"all zeros", "testdata/w1-zero", Spec{Name: "tank", Type: "ds18b20"}, 0,
+			"ds18b20 28-00000a1b2c40: the scratchpad read all zeros: the sensor did not answer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,6 +309,9 @@ func TestParseW1Slave(t *testing.T) {
 		"":                         "unexpected w1_slave content",
 		"aa : crc=aa YES\nno temp": "no temperature",
 		"aa : crc=aa YES\nt=abc":   `bad temperature "abc"`,
+		"ff ff ff ff ff ff ff ff ff : crc=c9 NO\nff ff ff ff ff ff ff ff ff t=-62":    "the scratchpad read all 0xff: nothing drove the data line",
+		"72 01 4b 46 60 ff 0e 10 dc : crc=dc YES\n72 01 4b 46 60 ff 0e 10 dc t=23125": "the scratchpad's fixed bits are wrong (byte 4 0x60, byte 5 0xff)",
+		"72 01 4b 46 7f 00 0e 10 a5 : crc=a5 YES\n72 01 4b 46 7f 00 0e 10 a5 t=23125": "the scratchpad's fixed bits are wrong (byte 4 0x7f, byte 5 0x00)",
 	} {
 		if _, err := parseW1Slave(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("parseW1Slave(%q) error %v, want %q", in, err, want)
