@@ -37,6 +37,8 @@ func TestSpecValidate(t *testing.T) {
 		{"no name", Spec{Type: "bme280"}, "name: missing"},
 		{"blank name", Spec{Name: "  ", Type: "bme280"}, "name: missing"},
 		{"odd name", Spec{Name: "a/b", Type: "bme280"}, `name: "a/b" must be`},
+		{"trailing space", Spec{Name: "kitchen ", Type: "bme280"}, `name: "kitchen " has spaces at its start or end; write it as "kitchen"`},
+		{"leading tab", Spec{Name: "\tkitchen", Type: "bme280"}, `name: "\tkitchen" has spaces at its start or end; write it as "kitchen"`},
 		{"long name", Spec{Name: strings.Repeat("x", 41), Type: "bme280"}, "name:"},
 		{"unknown type", Spec{Name: "x", Type: "dht22"}, `type: "dht22" is not a supported part; use one of bh1750, bme280, bmp280, ds18b20, sht3x`},
 		{"upper-case type", Spec{Name: "x", Type: "BME280"}, `type: "BME280" is not a supported part`},
@@ -73,6 +75,10 @@ func TestValidateSpecsNamesTheEntry(t *testing.T) {
 	}
 	err = ValidateSpecs([]Spec{{Name: "kitchen", Type: "bme280"}, {Name: "Kitchen", Type: "sht3x"}})
 	if err == nil || err.Error() != `sensors[1].name: "Kitchen" is already the name of sensors[0]; names must be unique` {
+		t.Errorf("error %v", err)
+	}
+	err = ValidateSpecs([]Spec{{Name: "kitchen", Type: "bme280"}, {Name: "kitchen ", Type: "sht3x"}})
+	if err == nil || !strings.HasPrefix(err.Error(), `sensors[1].name: "kitchen " has spaces at its start or end`) {
 		t.Errorf("error %v", err)
 	}
 	if _, err := NewSet([]Spec{{Name: "x", Type: "nope"}}, Options{}); err == nil || !strings.HasPrefix(err.Error(), "sensors[0].type") {

@@ -140,6 +140,11 @@ func (s Spec) Validate() error {
 	if strings.TrimSpace(s.Name) == "" {
 		return errors.New("name: missing; give the sensor a name such as \"kitchen\"")
 	}
+	if t := strings.TrimSpace(s.Name); t != s.Name {
+		// The model, the page and MQTT ask for a sensor by its trimmed
+		// name, which would never match.
+		return fmt.Errorf("name: %q has spaces at its start or end; write it as %q", s.Name, t)
+	}
 	if !validName(s.Name) {
 		return fmt.Errorf("name: %q must be 1-40 letters, digits, spaces, '-', '_' or '.', starting with a letter or digit", s.Name)
 	}
@@ -180,7 +185,7 @@ func ValidateSpecs(specs []Spec) error {
 		if err := s.Validate(); err != nil {
 			return fmt.Errorf("sensors[%d].%w", i, err)
 		}
-		key := strings.ToLower(s.Name)
+		key := strings.ToLower(strings.TrimSpace(s.Name))
 		if j, dup := seen[key]; dup {
 			return fmt.Errorf("sensors[%d].name: %q is already the name of sensors[%d]; names must be unique", i, s.Name, j)
 		}
