@@ -488,6 +488,15 @@ var niceSteps = []time.Duration{
 	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 2 * 24 * time.Hour, 7 * 24 * time.Hour,
 }
 
+// SensorStep is the step SensorHistory uses for step: an hour or more is
+// rounded up to whole hours, the rollups' resolution (90m is 2h).
+func SensorStep(step time.Duration) time.Duration {
+	if step >= time.Hour {
+		step = (step + time.Hour - 1) / time.Hour * time.Hour
+	}
+	return step
+}
+
 // SensorHistory returns the history of one sensor's quantities in the
 // range, one series per quantity, sorted by quantity. An unknown sensor
 // gives no series and no error. A range and step that would give more than
@@ -515,9 +524,7 @@ func (db *DB) SensorHistory(q SensorQuery) ([]SensorSeries, error) {
 			}
 		}
 	}
-	if step >= time.Hour {
-		step = (step + time.Hour - 1) / time.Hour * time.Hour
-	}
+	step = SensorStep(step)
 	if step < time.Second {
 		return nil, fmt.Errorf("store: sensor history: step %s is under a second", step)
 	}

@@ -57,6 +57,9 @@ func sensorHistory(set *sensor.Set, history SensorHistory, loc *time.Location, a
 		if step, err = api.ParseSpan(s); err != nil {
 			return Errorf("sensor history: step: %v", err)
 		}
+		// The store rounds the step; the text must say the one the points
+		// have.
+		step = store.SensorStep(step)
 		if until.Sub(since)/step > maxHistoryRows {
 			step = 0 // too fine to list: pick one that fits
 		}

@@ -79,3 +79,50 @@ func TestSensorHistoryAnswersHowColdItGot(t *testing.T) {
 		t.Errorf("without history: %s", res.ForLLM)
 	}
 }
+
+// TestSensorHistoryStepIsTheStoresStep: a step the store rounds (90m to
+// 2 h, its rollups being hourly) is worded as the step the points have.
+func TestSensorHistoryStepIsTheStoresStep(t *testing.T) {
+	r := historyRegistry(t, time.UTC)
+	res := r.Execute(context.Background(), "sensor",
+		`{"action":"history","name":"greenhouse","since":"2026-03-09T00:00:00Z","until":"2026-03-09T12:00:00Z","step":"90m"}`)
+	if res.IsError() {
+		t.Fatal(res.ForLLM)
+	}
+	for _, want := range []string{
+		"greenhouse from Mon 2026-03-09 00:00 to Mon 2026-03-09 12:00 (UTC), one line per 2 hours:",
+		"lowest 192 between Mon 2026-03-09 00:00 and 02:00,",
+		"  Mon 2026-03-09 02:00  min 194  mean 194.5  max 195",
+	} {
+		if !strings.Contains(res.ForLLM, want) {
+			t.Errorf("answer lacks %q:\n%s", want, res.ForLLM)
+		}
+	}
+}
+
+// historyRegistry holds the sensor tool showing times in loc, over nine
+// days of a greenhouse sampled every 10 minutes from 2026-03-01 00:00 UTC,
+// its value the hours since then.
+func historyRegistry(t *testing.T, loc *time.Location) *tools.Registry {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "perch.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var rs []store.Reading
+	for ts := start; ts.Before(start.Add(9 * 24 * time.Hour)); ts = ts.Add(10 * time.Minute) {
+		rs = append(rs, store.Reading{Sensor: "greenhouse", Quantity: "temperature", Unit: "°C", Time: ts, Value: float64(ts.Sub(start) / time.Hour)})
+	}
+	if err := db.AppendReadings(rs...); err != nil {
+		t.Fatal(err)
+	}
+	set, err := sensor.NewSet([]sensor.Spec{{Name: "greenhouse", Type: "sht3x", Bus: "1"}}, sensor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tools.NewRegistry(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r.Register(tools.NewSensor(set, db, loc))
+	return r
+}
