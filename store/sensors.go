@@ -459,6 +459,10 @@ type SensorQuery struct {
 	// where they are kept (the last 48 hours), and as hourly points
 	// before that (RawSince tells where).
 	Step time.Duration
+	// Location is the zone whose days points of an hour or more follow:
+	// a daily point runs from local midnight to midnight, a 2-hour one
+	// from an even local hour. Nil means UTC.
+	Location *time.Location
 }
 
 // SensorPoint summarises the samples in [T, T+step) (or an hour, before the
@@ -554,7 +558,7 @@ func (db *DB) SensorHistory(q SensorQuery) ([]SensorSeries, error) {
 			if sb != nil {
 				qb = sb.Bucket([]byte(qty))
 			}
-			out = append(out, querySeries(q.Sensor, qty, qb, pending, since, until, step))
+			out = append(out, querySeries(q.Sensor, qty, qb, pending, since, until, step, q.Location))
 		}
 		return nil
 	})
@@ -594,7 +598,7 @@ func (a *acc) fold(mn, mean, mx float64, n int) {
 	a.n += n
 }
 
-func querySeries(sensor, qty string, qb *bolt.Bucket, pending []Reading, since, until time.Time, step time.Duration) SensorSeries {
+func querySeries(sensor, qty string, qb *bolt.Bucket, pending []Reading, since, until time.Time, step time.Duration, loc *time.Location) SensorSeries {
 	s := SensorSeries{Sensor: sensor, Quantity: qty, Step: step, Points: []SensorPoint{}}
 	// Samples are kept to the second: a sample in the second Until falls
 	// in counts.
@@ -622,6 +626,9 @@ func querySeries(sensor, qty string, qb *bolt.Bucket, pending []Reading, since, 
 	// bin returns the accumulator of the point holding t, width wide.
 	bin := func(t, width int64) *acc {
 		start := t - mod(t, width)
+		if hourly && loc != nil {
+			start = localBinStart(t, width, since, loc)
+		}
 		a := bins[start]
 		if a == nil {
 			a = &acc{}
@@ -698,6 +705,35 @@ func querySeries(sensor, qty string, qb *bolt.Bucket, pending []Reading, since, 
 		s.RawSince = time.Unix(rawSince, 0).UTC()
 	}
 	return s
+}
+
+// localBinStart is where the point of width seconds (whole hours) holding t
+// starts on loc's clock: UTC-aligned days would be 16:00-to-16:00 in
+// California. Days follow the calendar, 23 or 25 hours across a DST change;
+// widths dividing a day start at local hours that are multiples of it;
+// others count from the local midnight before since.
+func localBinStart(t, width int64, since time.Time, loc *time.Location) int64 {
+	lt := time.Unix(t, 0).In(loc)
+	y, m, d := lt.Date()
+	switch {
+	case width%86400 == 0:
+		days := width / 86400
+		// The civil day number, so 7-day points keep their weekday
+		// whatever the range.
+		civil := time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400
+		return time.Date(y, m, d-int(mod(civil, days)), 0, 0, 0, 0, loc).Unix()
+	case 86400%width == 0:
+		h := lt.Hour() / int(width/3600) * int(width/3600)
+		if start := time.Date(y, m, d, h, 0, 0, 0, loc).Unix(); start <= t {
+			return start
+		}
+		// The hour does not exist (DST began in it): the point starts
+		// when the clock jumped.
+		return t - mod(t, 3600)
+	}
+	sy, sm, sd := since.In(loc).Date()
+	origin := time.Date(sy, sm, sd, 0, 0, 0, 0, loc).Unix()
+	return t - mod(t-origin, width)
 }
 
 func mod(t, m int64) int64 {

@@ -73,7 +73,7 @@ func sensorHistory(set *sensor.Set, history SensorHistory, loc *time.Location, a
 			}
 		}
 	}
-	series, err := history.SensorHistory(store.SensorQuery{Sensor: sp.Name, Since: since, Until: until, Step: step})
+	series, err := history.SensorHistory(store.SensorQuery{Sensor: sp.Name, Since: since, Until: until, Step: step, Location: loc})
 	if err != nil {
 		return Error(err)
 	}
@@ -117,10 +117,20 @@ func historyText(name string, series []store.SensorSeries, since, until time.Tim
 			}
 			return step
 		}
+		// A point starts at a local midnight or hour, often before since
+		// (daily points from 00:00 for a range from 14:30); it held only
+		// readings from since on, and ends at until at the latest.
+		between := func(p store.SensorPoint) string {
+			start, end := p.T, p.T.Add(width(p))
+			if d := width(p); d%(24*time.Hour) == 0 {
+				end = p.T.In(loc).AddDate(0, 0, int(d/(24*time.Hour))) // 23 or 25 hours across DST
+			}
+			return span(later(start, since), earlier(end, until), loc)
+		}
 		fmt.Fprintf(&sb, "\n%s (%s): lowest %s between %s, highest %s between %s, mean %s over %d samples\n",
-			s.Quantity, s.Unit, num(lo.Min), span(lo.T, width(lo), loc), num(hi.Max), span(hi.T, width(hi), loc), num(sum/float64(n)), n)
+			s.Quantity, s.Unit, num(lo.Min), between(lo), num(hi.Max), between(hi), num(sum/float64(n)), n)
 		for _, p := range s.Points {
-			fmt.Fprintf(&sb, "  %s  min %s  mean %s  max %s\n", stamp(p.T, loc), num(p.Min), num(p.Mean), num(p.Max))
+			fmt.Fprintf(&sb, "  %s  min %s  mean %s  max %s\n", stamp(later(p.T, since), loc), num(p.Min), num(p.Mean), num(p.Max))
 		}
 	}
 	return strings.TrimRight(sb.String(), "\n")
@@ -128,12 +138,26 @@ func historyText(name string, series []store.SensorSeries, since, until time.Tim
 
 func stamp(t time.Time, loc *time.Location) string { return t.In(loc).Format("Mon 2006-01-02 15:04") }
 
-func span(t time.Time, d time.Duration, loc *time.Location) string {
-	end := t.Add(d).In(loc)
+func span(t, end time.Time, loc *time.Location) string {
+	end = end.In(loc)
 	if end.YearDay() == t.In(loc).YearDay() {
 		return stamp(t, loc) + " and " + end.Format("15:04")
 	}
 	return stamp(t, loc) + " and " + stamp(end, loc)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.After(b) {
+		return b
+	}
+	return a
 }
 
 func num(v float64) string {

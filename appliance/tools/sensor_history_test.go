@@ -126,3 +126,54 @@ func historyRegistry(t *testing.T, loc *time.Location) *tools.Registry {
 	r.Register(tools.NewSensor(set, db, loc))
 	return r
 }
+
+// TestSensorHistoryDaysAreLocalDays: daily points run from local midnight
+// to midnight in the zone the tool shows times in (they were UTC days,
+// "Sun 16:00" to "Mon 16:00" in California), the day DST begins is 23
+// hours, and a first point starting before since is shown from since.
+func TestSensorHistoryDaysAreLocalDays(t *testing.T) {
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Skip(err)
+	}
+	r := historyRegistry(t, la)
+	for _, tc := range []struct {
+		args  string
+		lines int
+		want  []string
+	}{
+		{`"since":"2026-03-02T00:00:00-08:00","until":"2026-03-08T00:00:00-08:00","step":"1d"`, 6, []string{
+			"one line per day:",
+			// Local midnight is 08:00 UTC, 32 hours into the readings.
+			"lowest 32 between Mon 2026-03-02 00:00 and Tue 2026-03-03 00:00,",
+			"  Mon 2026-03-02 00:00  min 32  mean 43.5  max 55\n",
+			"  Sat 2026-03-07 00:00  min 152  mean 163.5  max 175",
+		}},
+		{`"since":"2026-03-07T00:00:00-08:00","until":"2026-03-09T00:00:00-07:00","step":"1d"`, 2, []string{
+			"highest 198 between Sun 2026-03-08 00:00 and Mon 2026-03-09 00:00,",
+			"  Sun 2026-03-08 00:00  min 176  mean 187  max 198", // 23 hours
+		}},
+		{`"since":"2026-03-02T14:30:00-08:00","until":"2026-03-04T00:00:00-08:00","step":"1d"`, 2, []string{
+			"lowest 46 between Mon 2026-03-02 14:30 and Tue 2026-03-03 00:00,",
+			"  Mon 2026-03-02 14:30  min 46  mean 50.5  max 55\n",
+			"  Tue 2026-03-03 00:00  min 56",
+		}},
+		{`"since":"2026-03-02T00:00:00-08:00","until":"2026-03-02T12:00:00-08:00","step":"2h"`, 6, []string{
+			"  Mon 2026-03-02 00:00  min 32  mean 32.5  max 33\n",
+			"  Mon 2026-03-02 10:00  min 42",
+		}},
+	} {
+		res := r.Execute(context.Background(), "sensor", `{"action":"history","name":"greenhouse",`+tc.args+`}`)
+		if res.IsError() {
+			t.Fatal(res.ForLLM)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(res.ForLLM+"\n", want) {
+				t.Errorf("%s: answer lacks %q:\n%s", tc.args, want, res.ForLLM)
+			}
+		}
+		if n := strings.Count(res.ForLLM, "\n  "); n != tc.lines {
+			t.Errorf("%s: %d point lines, want %d:\n%s", tc.args, n, tc.lines, res.ForLLM)
+		}
+	}
+}
