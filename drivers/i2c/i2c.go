@@ -263,12 +263,18 @@ func (b *Bus) WriteRegister(addr, reg int, data []byte) error {
 }
 
 func (b *Bus) wrap(op string, addr int, err error) error {
-	msg := err.Error()
 	hint := ""
-	// The kernel answers a missing device with ENXIO or EREMOTEIO (no ACK);
-	// periph passes only the text on.
-	if strings.Contains(msg, "remote I/O error") || strings.Contains(msg, "no such device or address") {
+	if NoAck(err) {
 		hint = "; no device acknowledged: check the wiring and the address (scan lists what answers)"
 	}
 	return fmt.Errorf("i2c: %s 0x%02x on bus %s: %w%s", op, addr, b.info, err, hint)
+}
+
+// NoAck reports whether err is the kernel's answer when no device
+// acknowledged its address (ENXIO or EREMOTEIO): unplugged, miswired, or
+// another address. periph passes only the text on, through drivers that
+// format it with %v.
+func NoAck(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "remote I/O error") || strings.Contains(msg, "no such device or address")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -580,5 +581,39 @@ func TestStatusFollowsTheBusNode(t *testing.T) {
 	}
 	if st := set.Status()[0]; st.OK || !strings.HasPrefix(st.Message, `i2c: unknown bus "97": /dev/i2c-97 is gone: its adapter was unplugged`) {
 		t.Errorf("unplugged: %+v", st)
+	}
+}
+
+// nackBus is a bus where no device acknowledges: every transfer fails as
+// periph's sysfs bus reports EREMOTEIO.
+type nackBus struct{}
+
+func (nackBus) String() string                  { return "nack" }
+func (nackBus) Close() error                    { return nil }
+func (nackBus) SetSpeed(physic.Frequency) error { return nil }
+func (nackBus) Tx(uint16, []byte, []byte) error { return errors.New("sysfs-i2c: remote I/O error") }
+
+// TestSensorThatDoesNotAnswer: each part's error names it and says where to
+// look, as the i2c tool's does.
+func TestSensorThatDoesNotAnswer(t *testing.T) {
+	hwtest.I2C(t, "FAKE-NACK-BUS", nil, 75, nackBus{})
+	set, err := NewSet([]Spec{
+		{Name: "a", Type: "bme280", Bus: "75"},
+		{Name: "b", Type: "sht3x", Bus: "75"},
+		{Name: "c", Type: "bh1750", Bus: "75"},
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hint = "; no device acknowledged at %s: check the wiring and the address (the i2c tool's scan lists what answers)"
+	want := []string{
+		"a (bme280, 0x76 on I2C bus 75): bme280: sysfs-i2c: remote I/O error" + fmt.Sprintf(hint, "0x76"),
+		"b (sht3x, 0x44 on I2C bus 75): sht3x: start measurement: sysfs-i2c: remote I/O error" + fmt.Sprintf(hint, "0x44"),
+		"c (bh1750, 0x23 on I2C bus 75): bh1750: sysfs-i2c: remote I/O error" + fmt.Sprintf(hint, "0x23"),
+	}
+	for i, r := range set.ReadAll(context.Background()) {
+		if r.String() != want[i] {
+			t.Errorf("got  %q\nwant %q", r.String(), want[i])
+		}
 	}
 }

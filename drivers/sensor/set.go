@@ -237,7 +237,30 @@ func (s *Set) measureBounded(ctx context.Context, sp Spec) ([]Value, string, err
 		return nil, "", err
 	}
 	defer bus.Close()
-	return p.readI2C(ctx, ctxBus{bus.Periph(), ctx}, sp.address())
+	vals, chip, err := p.readI2C(ctx, ctxBus{bus.Periph(), ctx}, sp.address())
+	if err != nil {
+		return nil, "", i2cError(sp, err)
+	}
+	return vals, chip, nil
+}
+
+// i2cError names the part in a driver's error and, when nothing answered,
+// says where to look, as the i2c tool does.
+func i2cError(sp Spec, err error) error {
+	switch msg := err.Error(); {
+	case strings.HasPrefix(msg, ": "):
+		// periph's BMx280 driver names the chip it found, and before the
+		// chip id is read it has none: ": sysfs-i2c: …".
+		err = fmt.Errorf("%s%w", sp.Type, err)
+	case strings.HasPrefix(msg, "sysfs-i2c:"):
+		// The BH1750 driver passes the bus's error on bare.
+		err = fmt.Errorf("%s: %w", sp.Type, err)
+	}
+	if i2c.NoAck(err) {
+		return fmt.Errorf("%w; no device acknowledged at %s: check the wiring and the address "+
+			"(the i2c tool's scan lists what answers)", err, Address(sp.address()))
+	}
+	return err
 }
 
 // lock takes the lock of one bus, or gives up with the context: a read stuck
