@@ -154,6 +154,10 @@ func giveToken(t *testing.T, ctx context.Context) {
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), browserToken),
 		chromedp.Click(chromedp.ID("token-save")),
+		// The page tries the token with one request before it closes the
+		// dialog, which is modal: a click meanwhile would not reach the
+		// page behind it.
+		chromedp.WaitNotVisible(chromedp.ID("token-dialog")),
 	)
 }
 

@@ -143,6 +143,7 @@ func (b *board) open(t *testing.T, w int) context.Context {
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), browserToken),
 		chromedp.Click(chromedp.ID("token-save")),
+		chromedp.WaitNotVisible(chromedp.ID("token-dialog")),
 	)
 	waitFor(t, ctx, "the live stream and the ready state", `document.getElementById('state').textContent.startsWith('ready · openai/gpt-4o-mini')`)
 	return ctx
@@ -455,7 +456,8 @@ func TestBrowserReadinessFailing(t *testing.T) {
 			step(t, ctx, "enter the token when asked",
 				chromedp.WaitVisible(chromedp.ID("token")),
 				chromedp.SendKeys(chromedp.ID("token"), browserToken),
-				chromedp.Click(chromedp.ID("token-save")))
+				chromedp.Click(chromedp.ID("token-save")),
+				chromedp.WaitNotVisible(chromedp.ID("token-dialog")))
 			waitFor(t, ctx, "the header's readiness", `document.getElementById('state').textContent === 'not ready: Language model'`)
 			banner := eval[string](t, ctx, `document.getElementById('notice-text').textContent`)
 			if !strings.Contains(banner, "setup form") || strings.Contains(banner, "providers.") || strings.Contains(banner, "agents.") || strings.Contains(banner, "config") {
