@@ -88,7 +88,7 @@ type Channel struct {
 	botName string
 	tokens  map[string]replyToken // by message id, of messages being answered
 	pending map[string]replyToken // by message id, of messages being received
-	sentIDs *recent               // ids of messages the bot sent lately (the store has more)
+	sentIDs *channel.Recent       // ids of messages the bot sent lately (the store has more)
 	running bool
 	pushes  pushCount
 
@@ -136,7 +136,7 @@ func New(d channel.Deps, o Options) (*Channel, error) {
 		dataBase: strings.TrimRight(orDefault(st.DataAPIBase, "https://api-data.line.me"), "/"),
 		path:     orDefault(st.WebhookPath, "/webhook/line"),
 		addr:     net.JoinHostPort(orDefault(st.WebhookHost, "0.0.0.0"), strconv.Itoa(st.WebhookPort)),
-		tokens:   map[string]replyToken{}, pending: map[string]replyToken{}, sentIDs: newRecent(512),
+		tokens:   map[string]replyToken{}, pending: map[string]replyToken{}, sentIDs: channel.NewRecent(512),
 		client: &http.Client{Timeout: o.RequestTimeout, Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: 15 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -306,26 +306,3 @@ type logger interface {
 	Warn(msg string, args ...any)
 	Error(msg string, args ...any)
 }
-
-// recent is a bounded set of ids, oldest dropped first.
-type recent struct {
-	max   int
-	order []string
-	set   map[string]bool
-}
-
-func newRecent(max int) *recent { return &recent{max: max, set: map[string]bool{}} }
-
-func (r *recent) add(id string) {
-	if id == "" || r.set[id] {
-		return
-	}
-	r.set[id] = true
-	r.order = append(r.order, id)
-	if len(r.order) > r.max {
-		delete(r.set, r.order[0])
-		r.order = r.order[1:]
-	}
-}
-
-func (r *recent) has(id string) bool { return r.set[id] }

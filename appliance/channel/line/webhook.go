@@ -312,7 +312,7 @@ func (c *Channel) takeToken(msgID string) (reply, quote string) {
 // reply to an answer sent before a restart still reaches the bot.
 func (c *Channel) sentByBot(id string) bool {
 	c.mu.Lock()
-	held := c.sentIDs.has(id)
+	held := c.sentIDs.Has(id)
 	c.mu.Unlock()
 	if held {
 		return true
@@ -334,7 +334,7 @@ func (c *Channel) noteSent(ids []string) {
 	}
 	c.mu.Lock()
 	for _, id := range ids {
-		c.sentIDs.add(id)
+		c.sentIDs.Add(id)
 	}
 	c.mu.Unlock()
 	if err := c.intake.Remember("sent", keptSent, ids...); err != nil {

@@ -139,7 +139,7 @@ func (c *Channel) message(ctx context.Context, e event) (channel.Message, bool) 
 func (c *Channel) botInThread(chat, thread string) bool {
 	key := chat + ":" + thread
 	c.mu.Lock()
-	held := c.threads.has(key)
+	held := c.threads.Has(key)
 	c.mu.Unlock()
 	if held {
 		return true
@@ -168,8 +168,8 @@ func (c *Channel) answeredIn(chat, thread string) {
 	}
 	key := chat + ":" + thread
 	c.mu.Lock()
-	held := c.threads.has(key)
-	c.threads.add(key)
+	held := c.threads.Has(key)
+	c.threads.Add(key)
 	c.mu.Unlock()
 	if held {
 		return
@@ -178,29 +178,6 @@ func (c *Channel) answeredIn(chat, thread string) {
 		c.log.Warn("cannot record the thread the bot answered in; after /new or a restart a reply there needs a mention", "err", err)
 	}
 }
-
-// recent is a bounded set of keys, oldest dropped first.
-type recent struct {
-	max   int
-	order []string
-	set   map[string]bool
-}
-
-func newRecent(max int) *recent { return &recent{max: max, set: map[string]bool{}} }
-
-func (r *recent) add(k string) {
-	if r.set[k] {
-		return
-	}
-	r.set[k] = true
-	r.order = append(r.order, k)
-	if len(r.order) > r.max {
-		delete(r.set, r.order[0])
-		r.order = r.order[1:]
-	}
-}
-
-func (r *recent) has(k string) bool { return r.set[k] }
 
 // mentionedInBlocks finds a rich_text user element naming the bot: the
 // mention metadata Slack's clients attach.

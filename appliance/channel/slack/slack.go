@@ -87,7 +87,7 @@ type Channel struct {
 	mu      sync.Mutex
 	bot     botIdentity
 	mention *mentionPatterns // of bot
-	threads *recent          // threads answered in lately (the store has more)
+	threads *channel.Recent  // threads answered in lately (the store has more)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -115,7 +115,7 @@ func newChannel(d channel.Deps, o options) (*Channel, error) {
 	hc := &http.Client{Timeout: 30 * time.Second}
 	c := &Channel{
 		http: hc, base: base, botTok: s.BotToken.Value(), store: d.Store, opts: o,
-		users: newUserCache(512, time.Hour), threads: newRecent(512),
+		users: newUserCache(512, time.Hour), threads: channel.NewRecent(512),
 	}
 	c.api = &webAPI{http: hc, base: base, bot: s.BotToken, app: s.AppToken}
 	c.in = channel.NewIntake(d, channel.IntakeOptions{Title: "Slack", Typing: c.typing})
