@@ -86,7 +86,7 @@ func TestBannerRepeatsTheSetupCode(t *testing.T) {
 	var logs, banner syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- RunGateway(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), &banner) }()
+	go func() { done <- RunGateway(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), &banner, nil) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(banner.String(), "setup code") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

@@ -50,7 +50,7 @@ func TestGatewayStopsWhenServeFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- RunGateway(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil) }()
+	go func() { done <- RunGateway(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil) }()
 
 	var addr string
 	for deadline := time.Now().Add(20 * time.Second); addr == ""; {

@@ -345,7 +345,7 @@ func TestManAndCompletionFromTheDefinitions(t *testing.T) {
 
 func TestGatewayErrorIsOneLine(t *testing.T) {
 	home(t)
-	rt := Runtime{Gateway: func(context.Context, *config.Config, *slog.Logger, io.Writer) error {
+	rt := Runtime{Gateway: func(context.Context, *config.Config, *slog.Logger, io.Writer, func()) error {
 		return errors.New("gateway: port 8080 is busy\nsecond line")
 	}}
 	var out, errOut strings.Builder

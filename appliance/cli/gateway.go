@@ -22,6 +22,7 @@ one line on stderr names the key to fix.
 
 Without a provider key the gateway still starts: offline chat commands work, /ready says what to set,
 and the web page offers first-run setup with the one-time code printed at start.`,
+		ListensWhenStarted: true,
 		Flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&debug, "debug", false, "log every tool and provider call (never a secret)")
 		},
@@ -47,7 +48,7 @@ and the web page offers first-run setup with the one-time code printed at start.
 			if v, _ := e.lookupEnv("PERCH_SHOW_TOKEN"); v == "1" || isTerminal(e.Stdout) {
 				banner = e.Stdout
 			}
-			return e.Runtime.Gateway(ctx, cfg, log, banner)
+			return e.Runtime.Gateway(ctx, cfg, log, banner, e.ListenForStop)
 		},
 	}
 }
