@@ -15,6 +15,9 @@ package hwtest
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,3 +150,49 @@ func (h *spiHandle) Connect(f physic.Frequency, mode spi.Mode, bits int) (spi.Co
 }
 
 var errConnectTwice = errors.New("hwtest: Connect called twice on one open port")
+
+// I2CDriver makes the kernel's driver called driver own addr on kernel bus
+// number bus until the test ends, as sysfs shows it on a board:
+// bus/i2c/devices/<bus>-00<addr>/driver, a link to bus/i2c/drivers/<driver>,
+// in a fake sysfs tree of the test's own (one per test, whatever the number
+// of calls). Nothing on the bus itself changes: the fake bus still answers
+// whatever reaches it, which is what a refusal must prevent.
+func I2CDriver(t testing.TB, bus, addr int, driver string) {
+	t.Helper()
+	sys := fakeSysfs(t)
+	drv := filepath.Join(sys, "bus", "i2c", "drivers", driver)
+	dev := filepath.Join(sys, "bus", "i2c", "devices", fmt.Sprintf("%d-%04x", bus, addr))
+	for _, dir := range []string{drv, dev} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("hwtest: %v", err)
+		}
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "..", "bus", "i2c", "drivers", driver), filepath.Join(dev, "driver")); err != nil {
+		t.Fatalf("hwtest: %v", err)
+	}
+}
+
+var (
+	sysfsMu sync.Mutex
+	sysfs   = map[testing.TB]string{}
+)
+
+// fakeSysfs returns the test's fake sysfs root, creating it and pointing
+// the drivers at it on the first call.
+func fakeSysfs(t testing.TB) string {
+	sysfsMu.Lock()
+	defer sysfsMu.Unlock()
+	if dir, ok := sysfs[t]; ok {
+		return dir
+	}
+	dir := t.TempDir()
+	sysfs[t] = dir
+	restore := periphhost.SetSysDir(dir)
+	t.Cleanup(func() {
+		restore()
+		sysfsMu.Lock()
+		delete(sysfs, t)
+		sysfsMu.Unlock()
+	})
+	return dir
+}

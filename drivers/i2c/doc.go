@@ -22,6 +22,24 @@
 // space (USB adapters such as the FT232H) are probed with "read byte" only, as
 // "i2cdetect -r" would.
 //
+// # Addresses a kernel driver owns
+//
+// A device the kernel drives (an RTC bound by rtc-ds1307, a HAT's EEPROM by
+// at24, a PMIC, a sensor given to an IIO driver by a dtoverlay) is listed in
+// sysfs as /sys/bus/i2c/devices/<bus>-00<addr>/driver. periph's sysfs bus
+// transfers with I2C_RDWR, which, unlike the I2C_SLAVE ioctl i2cdetect and
+// i2cget use, does not refuse such an address, so Perch checks sysfs itself
+// before every transfer: Read, ReadRegister, Write, WriteRegister and the bus
+// Periph gives device drivers refuse the address with a DriverError
+// (errors.Is ErrBusy) naming bus, address and driver and saying how to
+// proceed (the kernel's interface for the device, or unbinding the driver).
+// Reads are refused too, not only writes: a read with a register writes the
+// register byte first, and even a plain read can fall between the driver's
+// own transfers and leave the device or the driver in a state neither
+// expects. When sysfs cannot say (an unreadable entry), nothing is sent.
+// Buses periph drives in user space (USB adapters, numbered -1) have no
+// kernel drivers and are not checked.
+//
 // When the machine has no bus at all, calls return ErrNoBus, whose text tells
 // the user how to enable one (raspi-config or dtparam=i2c_arm=on).
 package i2c

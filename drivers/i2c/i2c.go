@@ -160,8 +160,9 @@ func Open(name string) (*Bus, error) {
 // Info describes the bus.
 func (b *Bus) Info() BusInfo { return b.info }
 
-// Periph returns the underlying periph bus, for device drivers.
-func (b *Bus) Periph() i2c.Bus { return b.bus }
+// Periph returns the bus for periph's device drivers. Like Read and Write it
+// refuses any transfer to an address a kernel driver owns (a DriverError).
+func (b *Bus) Periph() i2c.Bus { return guardedBus{b.bus, b.info} }
 
 // Close releases the bus.
 func (b *Bus) Close() error { return b.bus.Close() }
@@ -203,6 +204,9 @@ func Bytes(vals []int64) ([]byte, error) {
 }
 
 // Read reads n bytes from the device at addr.
+//
+// Read, ReadRegister, Write and WriteRegister refuse an address a kernel
+// driver owns with a DriverError, before anything goes on the wire.
 func (b *Bus) Read(addr, n int) ([]byte, error) {
 	if err := CheckAddress(addr); err != nil {
 		return nil, err
@@ -211,8 +215,8 @@ func (b *Bus) Read(addr, n int) ([]byte, error) {
 		return nil, err
 	}
 	r := make([]byte, n)
-	if err := b.bus.Tx(uint16(addr), nil, r); err != nil {
-		return nil, b.wrap("read", addr, err)
+	if err := b.tx("read", addr, nil, r); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -230,8 +234,8 @@ func (b *Bus) ReadRegister(addr, reg, n int) ([]byte, error) {
 		return nil, err
 	}
 	r := make([]byte, n)
-	if err := b.bus.Tx(uint16(addr), []byte{byte(reg)}, r); err != nil {
-		return nil, b.wrap("read", addr, err)
+	if err := b.tx("read", addr, []byte{byte(reg)}, r); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -244,10 +248,7 @@ func (b *Bus) Write(addr int, data []byte) error {
 	if len(data) == 0 || len(data) > MaxLength {
 		return fmt.Errorf("%w: %d data bytes; give 1-%d", ErrInvalid, len(data), MaxLength)
 	}
-	if err := b.bus.Tx(uint16(addr), data, nil); err != nil {
-		return b.wrap("write", addr, err)
-	}
-	return nil
+	return b.tx("write", addr, data, nil)
 }
 
 // WriteRegister writes the register index reg followed by data (which may be
@@ -260,6 +261,18 @@ func (b *Bus) WriteRegister(addr, reg int, data []byte) error {
 		return fmt.Errorf("%w: %d data bytes after the register; at most %d", ErrInvalid, len(data), MaxLength-1)
 	}
 	return b.Write(addr, append([]byte{byte(reg)}, data...))
+}
+
+// tx is every transfer Read and Write make: refused before the wire when a
+// kernel driver owns addr (see CheckFree).
+func (b *Bus) tx(op string, addr int, w, r []byte) error {
+	if err := b.info.CheckFree(op, addr); err != nil {
+		return err
+	}
+	if err := b.bus.Tx(uint16(addr), w, r); err != nil {
+		return b.wrap(op, addr, err)
+	}
+	return nil
 }
 
 func (b *Bus) wrap(op string, addr int, err error) error {
