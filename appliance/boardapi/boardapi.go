@@ -214,7 +214,8 @@ type ScanRequest struct {
 type Found struct {
 	Address int           `json:"address"`
 	Hex     string        `json:"hex"`
-	Busy    bool          `json:"busy,omitempty"` // owned by a kernel driver (UU)
+	Busy    bool          `json:"busy,omitempty"`   // owned by a kernel driver (UU)
+	Driver  string        `json:"driver,omitempty"` // that driver, when sysfs names it
 	Parts   []sensor.Part `json:"parts"`
 }
 
@@ -252,7 +253,8 @@ func (d Deps) scan(w http.ResponseWriter, r *http.Request) {
 		if parts == nil {
 			parts = []sensor.Part{}
 		}
-		body.Found = append(body.Found, Found{Address: addr, Hex: fmt.Sprintf("0x%02x", addr), Busy: busy, Parts: parts})
+		body.Found = append(body.Found, Found{Address: addr, Hex: fmt.Sprintf("0x%02x", addr), Busy: busy,
+			Driver: res.Drivers[addr], Parts: parts})
 	}
 	for _, a := range res.Found {
 		add(a, false)

@@ -162,6 +162,7 @@ func TestLatestAndScan(t *testing.T) {
 		{Addr: 0x44, R: []byte{0}},
 		{Addr: 0x76, R: []byte{0}},
 	}})
+	hwtest.I2CDriver(t, 83, 0x68, "rtc-ds1307")
 	var buses BusesBody
 	if code := f.get(t, "GET", "/i2c", token, "", &buses); code != 200 || len(buses.Buses) == 0 {
 		t.Fatalf("/i2c = %d %+v", code, buses)
@@ -171,8 +172,13 @@ func TestLatestAndScan(t *testing.T) {
 	if code := f.get(t, "POST", "/i2c/scan", token, `{"bus":83}`, &scan); code != 200 {
 		t.Fatalf("scan = %d %+v", code, scan)
 	}
-	if len(scan.Found) != 2 || scan.Found[0].Hex != "0x44" || scan.Found[0].Parts[0].Type != "sht3x" ||
+	if len(scan.Found) != 3 || scan.Found[0].Hex != "0x44" || scan.Found[0].Parts[0].Type != "sht3x" ||
 		scan.Found[1].Hex != "0x76" || scan.Found[1].Parts[0].Name != "BME280" || !strings.Contains(scan.Text, "0x76 (118): likely BME280 (type bme280)") {
+		t.Errorf("scan = %+v", scan)
+	}
+	// An address a kernel driver owns is listed with the driver, unprobed.
+	if f := scan.Found[len(scan.Found)-1]; f.Hex != "0x68" || !f.Busy || f.Driver != "rtc-ds1307" ||
+		!strings.Contains(scan.Text, "kernel driver rtc-ds1307 (to unbind it: echo 83-0068 > /sys/bus/i2c/drivers/rtc-ds1307/unbind)") {
 		t.Errorf("scan = %+v", scan)
 	}
 	var e struct{ Error string }

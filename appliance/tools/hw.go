@@ -38,7 +38,8 @@ func NewI2C() Tool {
 			"from a register; write writes bytes and needs confirm true, because it can change a device's settings " +
 			"or stored data: ask the user first. A read with a register first writes the register byte to the " +
 			"device, which some devices take as a command: on an output expander (PCF8574 relay or LCD boards at " +
-			"0x20-0x27) it sets every output, so read those without a register. For configured sensors prefer " +
+			"0x20-0x27) it sets every output, so read those without a register. An address a kernel driver owns " +
+			"(UU in a scan) is refused, reads included: the error says how to proceed. For configured sensors prefer " +
 			"the sensor tool, which gives values with units.",
 		Params: Object(map[string]*Property{
 			"action": String("What to do.", "detect", "scan", "read", "write"),
@@ -206,9 +207,15 @@ func ScanReport(r i2c.ScanResult) string {
 		}
 	}
 	if len(r.Busy) > 0 {
-		sb.WriteString("In use by a kernel driver (UU):\n")
+		sb.WriteString("In use by a kernel driver (UU), not probed; reads and writes there are refused, " +
+			"so use the kernel's interface for the device (an RTC as /dev/rtc0, sensors under /sys/class/hwmon) " +
+			"or unbind the driver first:\n")
 		for _, a := range r.Busy {
-			sb.WriteString("- " + describe(a) + "\n")
+			line := "- " + describe(a)
+			if drv := r.Drivers[a]; drv != "" {
+				line += fmt.Sprintf("; kernel driver %s (to unbind it: %s)", drv, r.Bus.UnbindCommand(a, drv))
+			}
+			sb.WriteString(line + "\n")
 		}
 	}
 	if len(r.Skipped) > 0 {

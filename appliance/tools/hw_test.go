@@ -180,6 +180,36 @@ func TestI2CActionsPlayback(t *testing.T) {
 	wantError(t, call(t, r, "i2c", `{"action":"read","bus":"7","address":35}`), `i2c: unknown bus "7"; buses present: `)
 }
 
+// TestI2CRefusesAnAddressAKernelDriverOwns: with rtc-ds1307 bound at 0x68,
+// as on a board with an RTC HAT, a confirmed write, a read with a register
+// (which writes the register byte) and a plain read are refused with the
+// driver's name and what to do instead, and the scan lists the address as
+// the driver's without probing it. The Playback holds only the probes of the
+// free addresses that answer, so any transfer to 0x68 would fail the call
+// with its own error, or leave an operation over.
+func TestI2CRefusesAnAddressAKernelDriverOwns(t *testing.T) {
+	hwtest.I2C(t, "FAKE-I2C52", nil, 52, &i2ctest.Playback{DontPanic: true, Ops: []i2ctest.IO{
+		{Addr: 0x23, R: []byte{0}},
+	}})
+	hwtest.I2CDriver(t, 52, 0x68, "rtc-ds1307")
+	r := hwRegistry(nil)
+	const refused = " 0x68 on bus 52 (FAKE-I2C52) refused: the address is in use by kernel driver rtc-ds1307 (UU in a scan). " +
+		"Perch refuses every transfer to it, reads included: one can land between the driver's own and corrupt what " +
+		"the device holds (an RTC's time, an EEPROM's contents, a power chip's settings). Use the kernel's interface " +
+		"for the device instead (an RTC as /dev/rtc0, a sensor under /sys/class/hwmon or /sys/bus/iio/devices, an " +
+		"EEPROM as /sys/bus/i2c/devices/52-0068/eeprom), or, if nothing on the board needs the driver, unbind it " +
+		"first: echo 52-0068 > /sys/bus/i2c/drivers/rtc-ds1307/unbind"
+	wantError(t, call(t, r, "i2c", `{"action":"write","bus":"52","address":104,"register":0,"data":[0],"confirm":true}`),
+		"i2c: write"+refused)
+	wantError(t, call(t, r, "i2c", `{"action":"read","bus":"52","address":104,"register":0,"length":7}`), "i2c: read"+refused)
+	wantError(t, call(t, r, "i2c", `{"action":"read","bus":"52","address":104}`), "i2c: read"+refused)
+	scan := call(t, r, "i2c", `{"action":"scan","bus":"52"}`)
+	if scan.IsError() {
+		t.Fatal(scan.ForLLM)
+	}
+	hwGolden(t, "hw_i2c_scan_driver.golden", scan.ForLLM+"\n")
+}
+
 // TestHardwareToolsWithoutBuses: on a board with I2C and SPI disabled (this
 // machine) the tools answer how to enable them.
 func TestHardwareToolsWithoutBuses(t *testing.T) {

@@ -16,7 +16,8 @@
 // byte" for 0x30–0x37 and 0x50–0x5F, where EEPROMs live and a write could
 // change what they hold, and an SMBus "quick write" (address only, no data)
 // elsewhere, where a read could lock up some write-only chips. An address a
-// kernel driver has claimed is reported busy ("UU" in i2cdetect), not probed.
+// kernel driver has claimed is reported busy ("UU" in i2cdetect), with the
+// driver's name, and not probed.
 // periph cannot send a zero-length write, so on kernel buses Scan issues these
 // SMBus commands itself through the i2c-dev ioctls; buses periph drives in user
 // space (USB adapters such as the FT232H) are probed with "read byte" only, as

@@ -288,12 +288,7 @@ func TestScanPlaybackOnUserSpaceBus(t *testing.T) {
 		{Addr: 0x76, R: []byte{0}},
 	}}
 	hwtest.I2C(t, "FAKE-I2C44", nil, 44, pb)
-	b, err := Open("44")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	res, err := b.Scan(context.Background())
+	res, err := openBus(t, "44").Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package i2c
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -113,5 +114,36 @@ func TestUnreadableOwnershipIsRefused(t *testing.T) {
 	}
 	if got := w.reached(); len(got) != 0 {
 		t.Errorf("transfers reached %#x on the wire, want none", got)
+	}
+}
+
+// TestScanReportsDriversWithoutProbingThem: an address a kernel driver owns
+// is listed busy with the driver's name and never probed; a bus periph
+// drives through I2C_RDWR would otherwise send the probe to it.
+func TestScanReportsDriversWithoutProbingThem(t *testing.T) {
+	w := &wire{Playback: &i2ctest.Playback{DontPanic: true, Ops: []i2ctest.IO{
+		{Addr: 0x23, R: []byte{0}},
+		{Addr: 0x76, R: []byte{0}},
+	}}}
+	hwtest.I2C(t, "FAKE-I2C47", nil, 47, w)
+	hwtest.I2CDriver(t, 47, 0x50, "at24")
+	hwtest.I2CDriver(t, 47, 0x68, "rtc-ds1307")
+	res, err := openBus(t, "47").Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Found, []int{0x23, 0x76}) || !slices.Equal(res.Busy, []int{0x50, 0x68}) {
+		t.Errorf("Found %#x Busy %#x, want [0x23 0x76] and [0x50 0x68]", res.Found, res.Busy)
+	}
+	if res.Drivers[0x50] != "at24" || res.Drivers[0x68] != "rtc-ds1307" || len(res.Drivers) != 2 {
+		t.Errorf("Drivers = %v", res.Drivers)
+	}
+	for _, a := range w.reached() {
+		if a == 0x50 || a == 0x68 {
+			t.Errorf("0x%02x was probed", a)
+		}
+	}
+	if n := len(w.reached()); n != MaxAddr-MinAddr+1-2 {
+		t.Errorf("%d probes, want one per free address (%d)", n, MaxAddr-MinAddr+1-2)
 	}
 }

@@ -46,6 +46,9 @@ type ScanResult struct {
 	// Busy lists the addresses a kernel driver has claimed ("UU"): a device
 	// is there, owned by the kernel.
 	Busy []int `json:"busy,omitempty"`
+	// Drivers names the kernel driver of each Busy address sysfs names one
+	// for (JSON keys are the addresses in decimal).
+	Drivers map[int]string `json:"drivers,omitempty"`
 	// Skipped lists the addresses not probed because the adapter cannot do
 	// the command that is safe there.
 	Skipped []int `json:"skipped,omitempty"`
@@ -83,7 +86,7 @@ func (b *Bus) Scan(ctx context.Context) (ScanResult, error) {
 		p = txProber{b.bus}
 	}
 	defer p.close()
-	res, err := scan(ctx, p)
+	res, err := scan(ctx, p, b.info.Driver)
 	res.Bus = b.info
 	if err != nil {
 		return res, fmt.Errorf("i2c: scan bus %s: %w", b.info, err)
@@ -91,18 +94,34 @@ func (b *Bus) Scan(ctx context.Context) (ScanResult, error) {
 	return res, nil
 }
 
-func scan(ctx context.Context, p prober) (ScanResult, error) {
+// scan probes every address but those driver (BusInfo.Driver) names a kernel
+// driver for: a probe there, even a quick write, is a transfer in the middle
+// of the driver's, and on a bus periph drives through I2C_RDWR nothing else
+// would keep it off them.
+func scan(ctx context.Context, p prober, driver func(addr int) (string, error)) (ScanResult, error) {
 	res := ScanResult{Found: []int{}, Method: p.method()}
 	for addr := MinAddr; addr <= MaxAddr; addr++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
+		}
+		drv, err := driver(addr)
+		if err != nil {
+			return res, err
+		}
+		if drv != "" {
+			res.Busy = append(res.Busy, addr)
+			if res.Drivers == nil {
+				res.Drivers = map[int]string{}
+			}
+			res.Drivers[addr] = drv
+			continue
 		}
 		how, ok := p.probeFor(addr)
 		if !ok {
 			res.Skipped = append(res.Skipped, addr)
 			continue
 		}
-		err := p.probe(addr, how)
+		err = p.probe(addr, how)
 		switch {
 		case err == nil:
 			res.Found = append(res.Found, addr)
