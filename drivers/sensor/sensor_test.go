@@ -19,6 +19,7 @@ import (
 	"periph.io/x/conn/v3/physic"
 
 	"github.com/perchhq/perch/drivers/hwtest"
+	"github.com/perchhq/perch/drivers/i2c"
 	"github.com/perchhq/perch/drivers/internal/periphhost"
 )
 
@@ -615,5 +616,46 @@ func TestSensorThatDoesNotAnswer(t *testing.T) {
 		if r.String() != want[i] {
 			t.Errorf("got  %q\nwant %q", r.String(), want[i])
 		}
+	}
+}
+
+// TestSensorAtADriversAddress: a bme280 entry at 0x76 where the kernel's
+// bmp280 driver is bound (dtoverlay=i2c-sensor,bme280) gets an error naming
+// the driver and what to do, not the part driver's mangled text, and Status
+// says so without a read; the sensor beside it on the same bus still reads.
+// The Playback holds only the sht3x's transfers: any to 0x76 would fail the
+// read with the Playback's own error.
+func TestSensorAtADriversAddress(t *testing.T) {
+	hwtest.I2C(t, "FAKE-DRIVER-BUS", nil, 76, &i2ctest.Playback{DontPanic: true, Ops: []i2ctest.IO{
+		{Addr: 0x44, W: []byte{0x24, 0x00}},
+		{Addr: 0x44, R: []byte{0x66, 0x66, 0x93, 0x80, 0x00, 0xa2}},
+	}})
+	hwtest.I2CDriver(t, 76, 0x76, "bmp280")
+	set, err := NewSet([]Spec{
+		{Name: "room", Type: "bme280", Bus: "76"},
+		{Name: "bath", Type: "sht3x", Bus: "76"},
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := set.ReadAll(context.Background())
+	const want = "room (bme280, 0x76 on I2C bus 76): i2c: read 0x76 on bus 76 (FAKE-DRIVER-BUS) refused: " +
+		"the address is in use by kernel driver bmp280 (UU in a scan)."
+	if !strings.HasPrefix(rs[0].String(), want) || !strings.HasSuffix(rs[0].String(), "echo 76-0076 > /sys/bus/i2c/drivers/bmp280/unbind") {
+		t.Errorf("got  %q\nwant %q … the unbind command", rs[0].String(), want)
+	}
+	if rs[1].Error != "" {
+		t.Errorf("the sensor beside it: %s", rs[1])
+	}
+	if _, err := set.Read(context.Background(), "room"); !errors.Is(err, i2c.ErrBusy) {
+		t.Errorf("Read error %v, want ErrBusy", err)
+	}
+	st := set.Status()
+	if st[0].OK || st[0].Message != "bus 76 (FAKE-DRIVER-BUS) present, but 0x76 is in use by kernel driver bmp280, "+
+		"so it is not read; read it through the kernel's interface, or unbind the driver: echo 76-0076 > /sys/bus/i2c/drivers/bmp280/unbind" {
+		t.Errorf("status %+v", st[0])
+	}
+	if !st[1].OK {
+		t.Errorf("status of the sensor beside it %+v", st[1])
 	}
 }

@@ -237,6 +237,12 @@ func (s *Set) measureBounded(ctx context.Context, sp Spec) ([]Value, string, err
 		return nil, "", err
 	}
 	defer bus.Close()
+	// Checked here as well as on every transfer: periph's drivers flatten
+	// the bus's errors to text behind their own prefixes, and the refusal
+	// must reach the user whole, naming the driver.
+	if err := bus.Info().CheckFree("read", sp.address()); err != nil {
+		return nil, "", err
+	}
 	vals, chip, err := p.readI2C(ctx, ctxBus{bus.Periph(), ctx}, sp.address())
 	if err != nil {
 		return nil, "", i2cError(sp, err)
@@ -310,8 +316,9 @@ type Status struct {
 	Message string `json:"message"`
 }
 
-// Status checks every sensor's bus (I²C) or device (1-wire) is present. It
-// sends nothing on the wire.
+// Status checks every sensor's bus (I²C) or device (1-wire) is present, and
+// that no kernel driver owns an I²C sensor's address. It sends nothing on
+// the wire.
 func (s *Set) Status() []Status {
 	out := make([]Status, 0, len(s.specs))
 	for _, sp := range s.specs {
@@ -329,6 +336,12 @@ func (s *Set) Status() []Status {
 			}
 		} else if info, err := i2c.Lookup(string(sp.Bus)); err != nil {
 			st.OK, st.Message = false, err.Error()
+		} else if drv, err := info.Driver(sp.address()); err != nil {
+			st.OK, st.Message = false, err.Error()
+		} else if drv != "" {
+			st.OK, st.Message = false, fmt.Sprintf("bus %s present, but %s is in use by kernel driver %s, "+
+				"so it is not read; read it through the kernel's interface, or unbind the driver: %s",
+				info, Address(sp.address()), drv, info.UnbindCommand(sp.address(), drv))
 		} else {
 			st.Message = "bus " + info.String() + " present"
 		}
