@@ -52,12 +52,12 @@ func render(md string, st style) string {
 		line := lines[i]
 		trim := strings.TrimLeft(line, " ")
 		switch {
-		case strings.HasPrefix(trim, fence):
-			lang := strings.TrimSpace(strings.TrimPrefix(trim, fence))
+		case isFence(trim):
+			marker, lang, _ := Fence(trim)
 			var body []string
 			j := i + 1
 			for ; j < len(lines); j++ {
-				if strings.HasPrefix(strings.TrimLeft(lines[j], " "), fence) {
+				if ClosesFence(marker, lines[j]) {
 					break
 				}
 				body = append(body, lines[j])
@@ -84,6 +84,11 @@ func render(md string, st style) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+func isFence(line string) bool {
+	_, _, ok := Fence(line)
+	return ok
 }
 
 func headingLevel(s string) int {

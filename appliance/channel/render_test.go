@@ -24,6 +24,12 @@ func TestTelegramHTML(t *testing.T) {
 		{"```\nno lang\n```", "<pre>no lang</pre>"},
 		{"**unclosed bold", "**unclosed bold"},
 		{"**bold with `code`**", "<b>bold with <code>code</code></b>"},
+		{"~~~python\nmy_var = __init__ * 2 * x_y\n~~~", `<pre><code class="language-python">my_var = __init__ * 2 * x_y</code></pre>`},
+		{"~~~\n**not bold** ~~kept~~\n~~~", "<pre>**not bold** ~~kept~~</pre>"},
+		// A fence closes only with its own character, at least as many.
+		{"~~~\n```\n_x_\n~~~", "<pre>```\n_x_</pre>"},
+		{"````md\n```\n_x_\n```\n````", `<pre><code class="language-md">` + "```\n_x_\n```" + `</code></pre>`},
+		{"```\n_x_\n```go\n```", "<pre>_x_\n```go</pre>"},
 	} {
 		got := TelegramHTML(tc.md)
 		if got != tc.want {
@@ -43,6 +49,9 @@ func TestPlainText(t *testing.T) {
 		{"## Status\n- **pump**: on", "Status\n• pump: on"},
 		{"```sh\nls -l\n```", "ls -l"},
 		{"a < b & c", "a < b & c"},
+		{"~~~\n**x**\n~~~", "**x**"},
+		// Backticks in the info string make it inline code, not a fence.
+		{"```a``` and _b_", "a and b"},
 	} {
 		if got := PlainText(tc.md); got != tc.want {
 			t.Errorf("PlainText(%q) = %q, want %q", tc.md, got, tc.want)

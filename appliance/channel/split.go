@@ -9,15 +9,13 @@ import (
 // Split cuts text into parts of at most limit runes, in order: at a
 // paragraph break when one falls in the second half of the allowed length,
 // else at a line break, else at a space, else anywhere on a rune boundary.
-// A cut inside a ``` code block is avoided when any other boundary exists;
+// A cut inside a fenced code block is avoided when any other boundary exists;
 // when a block is itself longer than the limit, each part closes the block
 // and the next reopens it, so every part renders as code. Whitespace at a
 // cut is dropped; nothing else is.
 func Split(text string, limit int) []string {
 	return splitMeasured(text, limit, utf8.RuneCountInString)
 }
-
-const fence = "```"
 
 func splitMeasured(text string, limit int, measure func(string) int) []string {
 	if limit < 1 {
@@ -52,8 +50,12 @@ func cutOne(text string, limit int, measure func(string) int) (part, rest string
 		return strings.TrimRight(text[:cut], " \t\r\n"), strings.TrimLeft(text[cut:], " \t\r\n")
 	}
 	// Only cuts inside a code block remain: close the block in this part
-	// and reopen it in the next. Leave room for the closing fence.
-	const closing = "\n" + fence
+	// and reopen it in the next. Leave room for the closing fence, as long
+	// as the longest opening one.
+	closing := "\n```"
+	if m, _, ok := Fence(openingFence(text[:end])); ok {
+		closing = "\n" + m
+	}
 	end = fitting(text, max(limit-measure(closing), 1), measure)
 	cut, ok := boundary(text, end, false)
 	if !ok || !content(text[:cut]) {
@@ -65,13 +67,14 @@ func cutOne(text string, limit int, measure func(string) int) (part, rest string
 	if open == "" {
 		return part, strings.TrimLeft(rest, " \t")
 	}
-	return part + closing, open + "\n" + rest
+	marker, _, _ := Fence(open)
+	return part + "\n" + marker, open + "\n" + rest
 }
 
 // content reports whether part holds more than fence lines and spaces.
 func content(part string) bool {
 	for _, line := range strings.Split(part, "\n") {
-		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, fence) {
+		if t := strings.TrimSpace(line); t != "" && !isFence(t) {
 			return true
 		}
 	}
@@ -122,35 +125,17 @@ func boundary(text string, end int, outside bool) (int, bool) {
 }
 
 // codeMap returns a function telling whether a cut at byte offset i of
-// text falls inside a fenced code block (a line starting with ``` opens or
-// closes one).
+// text falls inside a fenced code block.
 func codeMap(text string) func(i int) bool {
-	var fences []int // offsets of fence lines
-	pos := 0
-	for _, line := range strings.SplitAfter(text, "\n") {
-		if strings.HasPrefix(strings.TrimLeft(line, " "), fence) {
-			fences = append(fences, pos)
-		}
-		pos += len(line)
-	}
+	fences, _ := fenceLines(text)
 	return func(i int) bool {
 		return sort.SearchInts(fences, i)%2 == 1 // fence lines before the cut
 	}
 }
 
-// openingFence returns the fence line ("```go") of the code block still
-// open at the end of text, or "" when none is.
+// openingFence returns the fence line ("```go", "~~~") of the code block
+// still open at the end of text, or "" when none is.
 func openingFence(text string) string {
-	open := ""
-	for _, line := range strings.Split(text, "\n") {
-		t := strings.TrimLeft(line, " ")
-		if strings.HasPrefix(t, fence) {
-			if open == "" {
-				open = strings.TrimRight(t, " \r")
-			} else {
-				open = ""
-			}
-		}
-	}
+	_, open := fenceLines(text)
 	return open
 }

@@ -147,3 +147,46 @@ func subsequence(want, got string) bool {
 	}
 	return i == len(want)
 }
+
+// A split treats a ~~~ block, and one whose fence is longer than three,
+// as it treats a ``` block: a fence inside that does not close the block
+// is code, not a place where the block ends.
+func TestSplitClosesAndReopensEveryKindOfFence(t *testing.T) {
+	line := "print('plants_watered * 2')\n"
+	for _, tc := range []struct{ open, inner, close string }{
+		{"```python", "", "```"},
+		{"~~~python", "```\n", "~~~"},
+		{"````python", "```\n", "````"},
+		{"~~~~", "~~~\n", "~~~~"},
+	} {
+		t.Run(tc.open, func(t *testing.T) {
+			body := strings.Repeat(line, 6) + tc.inner + strings.Repeat(line, 6)
+			got := Split(tc.open+"\n"+body+tc.close, 100)
+			if len(got) < 3 {
+				t.Fatalf("got %d parts", len(got))
+			}
+			var joined []string
+			for i, p := range got {
+				if utf8.RuneCountInString(p) > 100 {
+					t.Errorf("part %d has %d runes", i, utf8.RuneCountInString(p))
+				}
+				if !strings.HasPrefix(p, tc.open+"\n") || !strings.HasSuffix(p, "\n"+tc.close) {
+					t.Errorf("part %d does not render as a code block on its own: %q", i, p)
+				}
+				joined = append(joined, strings.TrimSuffix(strings.TrimPrefix(p, tc.open+"\n"), tc.close))
+			}
+			if joinFields(strings.Join(joined, "\n")) != joinFields(body) {
+				t.Errorf("the code lines do not add up: %q", got)
+			}
+		})
+	}
+}
+
+func TestSplitAvoidsCuttingATildeBlock(t *testing.T) {
+	code := "~~~go\n" + strings.Repeat("fmt.Println(1)\n", 5) + "~~~"
+	text := "Intro line one.\nIntro line two.\n\n" + code + "\n\nAfter."
+	got := Split(text, len(code)+5)
+	if len(got) != 3 || got[1] != code {
+		t.Errorf("the code block was cut although it fits in one part: %q", got)
+	}
+}
