@@ -22,13 +22,24 @@ func Fence(line string) (marker, info string, ok bool) {
 	return t[:n], info, true
 }
 
-// ClosesFence reports whether line ends the code block marker opened. Only
+// closesFence reports whether line ends the code block marker opened. Only
 // a fence of the same character, at least as long and with no info string
 // does: a ``` line inside a ~~~ block, or a ```go one inside a ``` block,
 // is code.
-func ClosesFence(marker, line string) bool {
+func closesFence(marker, line string) bool {
 	m, info, ok := Fence(line)
 	return ok && info == "" && m[0] == marker[0] && len(m) >= len(marker)
+}
+
+// Fences is a step of a walk over Markdown's lines that keeps code apart:
+// with open the marker of the code block line is in ("" outside any), it
+// returns the marker of the block line opens, or whether it closes open.
+func Fences(open, line string) (opens string, closes bool) {
+	if open != "" {
+		return "", closesFence(open, line)
+	}
+	m, _, _ := Fence(line)
+	return m, false
 }
 
 // fenceLines returns the byte offsets of the lines of text that open or
@@ -39,12 +50,11 @@ func fenceLines(text string) (offsets []int, open string) {
 	pos := 0
 	for _, line := range strings.SplitAfter(text, "\n") {
 		l := strings.TrimRight(line, " \r\n")
-		switch m, _, ok := Fence(l); {
-		case marker == "" && ok:
-			marker, open = m, strings.TrimLeft(l, " ")
-			offsets = append(offsets, pos)
-		case marker != "" && ClosesFence(marker, l):
-			marker, open = "", ""
+		if opens, closes := Fences(marker, l); opens != "" || closes {
+			marker, open = opens, ""
+			if opens != "" {
+				open = strings.TrimLeft(l, " ")
+			}
 			offsets = append(offsets, pos)
 		}
 		pos += len(line)

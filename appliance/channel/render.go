@@ -57,7 +57,7 @@ func render(md string, st style) string {
 			var body []string
 			j := i + 1
 			for ; j < len(lines); j++ {
-				if ClosesFence(marker, lines[j]) {
+				if closesFence(marker, lines[j]) {
 					break
 				}
 				body = append(body, lines[j])

@@ -212,7 +212,6 @@ const sep = `[ \t]*[,:]?[ \t]*`
 var (
 	reUnderBold = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w_])__([^_\n]+?)__([^\w_]|$)`) })
 	reDeepHead  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ {0,3}#{4,6}\s+(.*?)\s*#*\s*$`) })
-	reFence     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^ {0,3}(```|~~~)") })
 )
 
 // discordMarkdown renders Markdown for Discord, which shows most of it as
@@ -226,13 +225,11 @@ func discordMarkdown(md string) string {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		if m := reFence().FindStringSubmatch(line); m != nil && (fence == "" || m[1] == fence) {
-			if fence == "" {
-				fence = m[1]
-			} else {
-				fence = ""
-			}
-			b.WriteString(strings.Replace(line, "~~~", "```", 1))
+		if opens, closes := channel.Fences(fence, line); opens != "" || closes {
+			// Discord knows only backtick fences.
+			m, _, _ := channel.Fence(line)
+			b.WriteString(strings.Replace(line, m, strings.Repeat("`", len(m)), 1))
+			fence = opens
 			continue
 		}
 		if fence != "" {

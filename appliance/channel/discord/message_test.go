@@ -66,6 +66,8 @@ func TestDiscordMarkdown(t *testing.T) {
 		"## Kept":                     "## Kept",
 		"~~~\n__x__\n~~~":             "```\n__x__\n```",
 		"```py\ndef __init__():\n```": "```py\ndef __init__():\n```",
+		"~~~~md\n~~~\n__x__\n~~~~":    "````md\n~~~\n__x__\n````",
+		"```\n__x__\n```go\n```":      "```\n__x__\n```go\n```",
 	} {
 		if got := discordMarkdown(in); got != want {
 			t.Errorf("discordMarkdown(%q) = %q, want %q", in, got, want)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/perchhq/perch/appliance/channel"
 )
 
 // Slack does not render Markdown in a message's text: it has its own
@@ -31,7 +33,6 @@ var (
 	reBullet    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`) })
 	reRule      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ {0,3}([-*_])(\s*[-*_]){2,}\s*$`) })
 	reQuote     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ {0,3}>\s?(.*)$`) })
-	reFence     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^ {0,3}(```|~~~)") })
 )
 
 const linkURL = `((?:[^()\s]|\([^()\s]*\))+)`
@@ -78,13 +79,9 @@ func renderLines(md string, inline func(string) string, heading func(level int, 
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		if m := reFence().FindStringSubmatch(line); m != nil && (fence == "" || m[1] == fence) {
-			if fence == "" {
-				// Slack shows a language tag as the block's first line.
-				fence = m[1]
-			} else {
-				fence = ""
-			}
+		if opens, closes := channel.Fences(fence, line); opens != "" || closes {
+			// Slack shows a language tag as the block's first line.
+			fence = opens
 			b.WriteString("```")
 			continue
 		}

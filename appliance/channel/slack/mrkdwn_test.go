@@ -27,6 +27,9 @@ func TestMrkdwn(t *testing.T) {
 		{"---", "──────────"},
 		{"```go\nif a < b && *p {\n**x**\n```\nafter **b**", "```\nif a &lt; b &amp;&amp; *p {\n**x**\n```\nafter *b*"},
 		{"1. first\n2. second", "1. first\n2. second"},
+		// A fence closes only with its own character, at least as many.
+		{"````\n```go\n**x**\n```\n````\n**b**", "```\n```go\n**x**\n```\n```\n*b*"},
+		{"~~~\n**x**\n```\n~~~\n**b**", "```\n**x**\n```\n```\n*b*"},
 		{"[a|b](https://x.io)", "<https://x.io|a¦b>"},
 		// Slack nests no markup in a link's label: its code and emphasis
 		// are shown as their text.
