@@ -3,6 +3,7 @@ package channel
 import (
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -82,7 +83,8 @@ func content(part string) bool {
 }
 
 // fitting returns the largest rune boundary i with measure(text[:i]) <=
-// limit (at least one rune, so progress is always made).
+// limit (at least one rune, so progress is always made) that does not
+// split a character, when one fits.
 func fitting(text string, limit int, measure func(string) int) int {
 	// Candidate ends are rune boundaries; measure is monotonic in them.
 	idx := make([]int, 0, min(len(text), limit*4+1))
@@ -100,8 +102,55 @@ func fitting(text string, limit int, measure func(string) int) int {
 		_, size := utf8.DecodeRuneInString(text)
 		return size
 	}
+	for k := n - 1; k >= 0; k-- {
+		if !joined(text, idx[k]) {
+			return idx[k]
+		}
+	}
+	// One character longer than the limit: it cannot go whole.
 	return idx[n-1]
 }
+
+// joined reports whether a cut at byte offset i of text would split what
+// a reader sees as one character, leaving a broken glyph on both sides: an
+// emoji sequence joined by ZWJ, a character and the marks, variation
+// selectors, skin-tone modifiers or tags that follow it, or a flag's pair
+// of regional indicators.
+func joined(text string, i int) bool {
+	if i <= 0 || i >= len(text) {
+		return false
+	}
+	prev, _ := utf8.DecodeLastRuneInString(text[:i])
+	next, _ := utf8.DecodeRuneInString(text[i:])
+	switch {
+	case prev == zwj || next == zwj || extends(next):
+		return true
+	case regional(prev) && regional(next):
+		// Indicators pair from the start of their run: a cut after an
+		// odd count of them splits a flag.
+		n := 0
+		for s := text[:i]; ; n++ {
+			r, size := utf8.DecodeLastRuneInString(s)
+			if !regional(r) {
+				break
+			}
+			s = s[:len(s)-size]
+		}
+		return n%2 == 1
+	}
+	return false
+}
+
+const zwj = '\u200d'
+
+// extends reports whether r belongs to the character before it.
+func extends(r rune) bool {
+	return unicode.In(r, unicode.Mn, unicode.Me) ||
+		r >= 0x1F3FB && r <= 0x1F3FF || // skin tones
+		r >= 0xE0020 && r <= 0xE007F // tags (the flags of England, Scotland, Wales)
+}
+
+func regional(r rune) bool { return r >= 0x1F1E6 && r <= 0x1F1FF }
 
 // boundary finds the best cut at or before end. With outside set, only cuts
 // outside code blocks count. It prefers a paragraph break, a line break and

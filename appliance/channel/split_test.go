@@ -190,3 +190,42 @@ func TestSplitAvoidsCuttingATildeBlock(t *testing.T) {
 		t.Errorf("the code block was cut although it fits in one part: %q", got)
 	}
 }
+
+// A cut between the pieces of what a reader sees as one character leaves
+// broken glyphs on both sides: every part must hold whole units only.
+func TestSplitKeepsEmojiSequencesWhole(t *testing.T) {
+	utf16Len := func(s string) int { return len(utf16.Encode([]rune(s))) }
+	for _, unit := range []string{
+		"👩\u200d👩\u200d👧\u200d👦", // family: ZWJ sequence
+		"🏳\ufe0f\u200d🌈",         // rainbow flag: variation selector and ZWJ
+		"👍🏽",                     // skin-tone modifier
+		"❤\ufe0f",                // variation selector
+		"1\ufe0f\u20e3",          // keycap: enclosing mark
+		"e\u0301",                // combining accent
+		"🇩🇪",                     // regional-indicator pair
+	} {
+		for _, prefix := range []string{"", "x", "🇫🇷"} {
+			text := prefix + strings.Repeat(unit, 9)
+			for _, m := range []struct {
+				name    string
+				measure func(string) int
+			}{{"runes", utf8.RuneCountInString}, {"utf16", utf16Len}} {
+				for limit := max(m.measure(unit), m.measure(prefix)) + 1; limit < 4*m.measure(unit); limit++ {
+					parts := splitMeasured(text, limit, m.measure)
+					if strings.Join(parts, "") != text {
+						t.Fatalf("%q in %s %d: parts %q do not add up", text, m.name, limit, parts)
+					}
+					for i, p := range parts {
+						if i == 0 {
+							p = strings.TrimPrefix(p, prefix)
+						}
+						if strings.ReplaceAll(p, unit, "") != "" {
+							t.Errorf("%q in %s %d: part %d is %q, a %q cut apart", text, m.name, limit, i, parts[i], unit)
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+}
