@@ -117,60 +117,74 @@ func inline(s string, st style) string {
 		}
 	}
 	for i := 0; i < len(s); {
-		rest := s[i:]
-		switch {
-		case rest[0] == '`':
-			if j := strings.IndexByte(rest[1:], '`'); j >= 0 {
-				flush()
-				sb.WriteString(st.code(rest[1 : 1+j]))
-				i += j + 2
-				continue
+		if sp, ok := spanAt(s, i); ok {
+			flush()
+			switch sp.marker {
+			case "`":
+				sb.WriteString(st.code(sp.inner))
+			case "**", "__":
+				sb.WriteString(st.bold(inline(sp.inner, st)))
+			case "~~":
+				sb.WriteString(st.strike(inline(sp.inner, st)))
+			case "*", "_":
+				sb.WriteString(st.italic(inline(sp.inner, st)))
+			case "[":
+				sb.WriteString(st.link(inline(sp.inner, st), sp.url))
 			}
-		case strings.HasPrefix(rest, "**") || strings.HasPrefix(rest, "__"):
-			if j := closing(rest[2:], rest[:2]); j > 0 {
-				flush()
-				sb.WriteString(st.bold(inline(rest[2:2+j], st)))
-				i += j + 4
-				continue
-			}
-		case strings.HasPrefix(rest, "~~"):
-			if j := closing(rest[2:], "~~"); j > 0 {
-				flush()
-				sb.WriteString(st.strike(inline(rest[2:2+j], st)))
-				i += j + 4
-				continue
-			}
-		case rest[0] == '*' || rest[0] == '_':
-			// Italic only when it looks like emphasis: not snake_case,
-			// not a lone "2 * 3".
-			prevOK := i == 0 || !isWordByte(s[i-1])
-			if prevOK || rest[0] == '*' {
-				if j := closing(rest[1:], rest[:1]); j > 0 {
-					after := 1 + j + 1
-					if rest[0] == '*' || after >= len(rest) || !isWordByte(rest[after]) {
-						flush()
-						sb.WriteString(st.italic(inline(rest[1:1+j], st)))
-						i += after
-						continue
-					}
-				}
-			}
-		case rest[0] == '[':
-			if j := strings.Index(rest, "]("); j > 0 {
-				if k := strings.IndexByte(rest[j+2:], ')'); k > 0 {
-					flush()
-					sb.WriteString(st.link(inline(rest[1:j], st), rest[j+2:j+2+k]))
-					i += j + 2 + k + 1
-					continue
-				}
-			}
+			i += sp.n
+			continue
 		}
-		r, size := utf8.DecodeRuneInString(rest)
+		r, size := utf8.DecodeRuneInString(s[i:])
 		lit.WriteRune(r)
 		i += size
 	}
 	flush()
 	return sb.String()
+}
+
+// span is an inline element: code, bold, strikethrough or italic by its
+// marker, or a link ("[").
+type span struct {
+	marker string
+	inner  string // the content between the markers, or a link's label
+	url    string
+	n      int // bytes from the opening marker to past the closing one
+}
+
+// spanAt returns the span that starts at byte i of line s, if one does.
+// The splitter reads spans with it too, so it closes the spans a cut
+// falls inside exactly as the renderer sees them.
+func spanAt(s string, i int) (span, bool) {
+	rest := s[i:]
+	switch {
+	case rest[0] == '`':
+		if j := strings.IndexByte(rest[1:], '`'); j >= 0 {
+			return span{marker: "`", inner: rest[1 : 1+j], n: j + 2}, true
+		}
+	case strings.HasPrefix(rest, "**") || strings.HasPrefix(rest, "__") || strings.HasPrefix(rest, "~~"):
+		if j := closing(rest[2:], rest[:2]); j > 0 {
+			return span{marker: rest[:2], inner: rest[2 : 2+j], n: j + 4}, true
+		}
+	case rest[0] == '*' || rest[0] == '_':
+		// Italic only when it looks like emphasis: not snake_case,
+		// not a lone "2 * 3".
+		prevOK := i == 0 || !isWordByte(s[i-1])
+		if prevOK || rest[0] == '*' {
+			if j := closing(rest[1:], rest[:1]); j > 0 {
+				after := 1 + j + 1
+				if rest[0] == '*' || after >= len(rest) || !isWordByte(rest[after]) {
+					return span{marker: rest[:1], inner: rest[1 : 1+j], n: after}, true
+				}
+			}
+		}
+	case rest[0] == '[':
+		if j := strings.Index(rest, "]("); j > 0 {
+			if k := strings.IndexByte(rest[j+2:], ')'); k > 0 {
+				return span{marker: "[", inner: rest[1:j], url: rest[j+2 : j+2+k], n: j + 2 + k + 1}, true
+			}
+		}
+	}
+	return span{}, false
 }
 
 // closing finds the closing marker of a span whose content starts s: the
@@ -186,6 +200,12 @@ func closing(s, marker string) int {
 		}
 		j += from
 		if j > 0 && s[j-1] != ' ' {
+			// In a longer run the span's marker is the last characters:
+			// the first close an inner span ("**a *b***"), as a split
+			// that closes both writes them.
+			for j+len(marker) < len(s) && s[j+len(marker)] == marker[0] {
+				j++
+			}
 			return j
 		}
 		from = j + len(marker)

@@ -24,6 +24,8 @@ func TestTelegramHTML(t *testing.T) {
 		{"```\nno lang\n```", "<pre>no lang</pre>"},
 		{"**unclosed bold", "**unclosed bold"},
 		{"**bold with `code`**", "<b>bold with <code>code</code></b>"},
+		{"***both***", "<b><i>both</i></b>"},
+		{"**bold *it***", "<b>bold <i>it</i></b>"},
 		{"~~~python\nmy_var = __init__ * 2 * x_y\n~~~", `<pre><code class="language-python">my_var = __init__ * 2 * x_y</code></pre>`},
 		{"~~~\n**not bold** ~~kept~~\n~~~", "<pre>**not bold** ~~kept~~</pre>"},
 		// A fence closes only with its own character, at least as many.

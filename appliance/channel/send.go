@@ -156,7 +156,7 @@ func Prepare(markdown string, f Format) []Part {
 	for depth := 0; ; depth++ {
 		var out []Part
 		worst := 0 // the longest rendered part past the limit
-		for _, c := range splitMeasured(markdown, limit, f.measure) {
+		for _, c := range splitMeasured(markdown, limit, f.measure, f.Render != nil) {
 			p := Part{Text: c, Plain: plain(c)}
 			if f.Render != nil {
 				p.Text, p.Formatted = f.Render(c), true
@@ -178,7 +178,7 @@ func Prepare(markdown string, f Format) []Part {
 		for _, p := range out {
 			if f.measure(p.Text) > f.Limit || f.measure(p.Plain) > f.Limit {
 				// Pathological markup growth: plain text cut to size.
-				for _, s := range splitMeasured(p.Plain, f.Limit, f.measure) {
+				for _, s := range splitMeasured(p.Plain, f.Limit, f.measure, false) {
 					fixed = append(fixed, Part{Text: s, Plain: s})
 				}
 				continue
@@ -289,7 +289,7 @@ func (s *Sender) sendPart(ctx context.Context, chat string, p Part, f Format, se
 	case KindOf(err) == TooLong && depth < 4:
 		s.log().Info("the platform refused a part as too long; splitting it smaller", "channel", s.Channel, "chat", chat, "err", err)
 		half := max(f.measure(p.Plain)/2, 1)
-		for _, c := range splitMeasured(p.Plain, half, f.measure) {
+		for _, c := range splitMeasured(p.Plain, half, f.measure, false) {
 			if err := s.sendPart(ctx, chat, Part{Text: c, Plain: c}, f, send, depth+1); err != nil {
 				return err
 			}

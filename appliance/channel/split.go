@@ -9,16 +9,19 @@ import (
 
 // Split cuts text into parts of at most limit runes, in order: at a
 // paragraph break when one falls in the second half of the allowed length,
-// else at a line break, else at a space, else anywhere on a rune boundary.
-// A cut inside a fenced code block is avoided when any other boundary exists;
-// when a block is itself longer than the limit, each part closes the block
-// and the next reopens it, so every part renders as code. Whitespace at a
-// cut is dropped; nothing else is.
+// else at a line break, else at a space, else anywhere between two
+// characters. A cut inside a fenced code block is avoided when any other
+// boundary exists; when a block is itself longer than the limit, each part
+// closes the block and the next reopens it, so every part renders as code.
+// A bold, italic, strikethrough or code span a cut falls inside is closed
+// and reopened likewise. Whitespace at a cut is dropped; nothing else is.
 func Split(text string, limit int) []string {
-	return splitMeasured(text, limit, utf8.RuneCountInString)
+	return splitMeasured(text, limit, utf8.RuneCountInString, true)
 }
 
-func splitMeasured(text string, limit int, measure func(string) int) []string {
+// splitMeasured splits text measured as the platform counts; markdown says
+// its spans are Markdown's (plain text's stars are text).
+func splitMeasured(text string, limit int, measure func(string) int, markdown bool) []string {
 	if limit < 1 {
 		limit = 1
 	}
@@ -29,7 +32,7 @@ func splitMeasured(text string, limit int, measure func(string) int) []string {
 			out = append(out, text)
 			break
 		}
-		part, rest := cutOne(text, limit, measure)
+		part, rest := cutOne(text, limit, measure, markdown)
 		if len(rest) >= len(text) {
 			// A reopened fence would eat the progress (a limit too small
 			// for fences): cut plainly, which always moves on.
@@ -45,14 +48,20 @@ func splitMeasured(text string, limit int, measure func(string) int) []string {
 }
 
 // cutOne returns the first part of text (at most limit) and what remains.
-func cutOne(text string, limit int, measure func(string) int) (part, rest string) {
+// In Markdown, the spans a cut falls inside are closed at the end of the
+// part and reopened at the start of the rest, as code blocks are.
+func cutOne(text string, limit int, measure func(string) int, markdown bool) (part, rest string) {
 	end := fitting(text, limit, measure)
 	if cut, ok := boundary(text, end, true); ok && content(text[:cut]) {
-		return strings.TrimRight(text[:cut], " \t\r\n"), strings.TrimLeft(text[cut:], " \t\r\n")
+		part, rest = strings.TrimRight(text[:cut], " \t\r\n"), strings.TrimLeft(text[cut:], " \t\r\n")
+		if !markdown {
+			return part, rest
+		}
+		return closeSpans(text, cut, part, rest, limit, measure)
 	}
 	// Only cuts inside a code block remain: close the block in this part
 	// and reopen it in the next. Leave room for the closing fence, as long
-	// as the longest opening one.
+	// as the open block's.
 	closing := "\n```"
 	if m, _, ok := Fence(openingFence(text[:end])); ok {
 		closing = "\n" + m
@@ -70,6 +79,75 @@ func cutOne(text string, limit int, measure func(string) int) (part, rest string
 	}
 	marker, _, _ := Fence(open)
 	return part + "\n" + marker, open + "\n" + rest
+}
+
+// closeSpans closes the spans the cut at byte cut of text falls inside at
+// the end of part and reopens them at the start of rest; the markers left
+// as they were would show as text on both sides. When the closing markers
+// do not fit, the cut moves back to make room (a few times: each move may
+// land in other spans), else the spans stay cut.
+func closeSpans(text string, cut int, part, rest string, limit int, measure func(string) int) (string, string) {
+	room := limit
+	for range 4 {
+		closers, openers := spansAcross(text, cut)
+		if closers == "" || measure(part+closers) <= limit {
+			return part + closers, openers + rest
+		}
+		room = min(room-1, limit-measure(closers))
+		if room < 1 {
+			break
+		}
+		c, ok := boundary(text, fitting(text, room, measure), true)
+		if !ok || !content(text[:c]) {
+			break
+		}
+		cut = c
+		part, rest = strings.TrimRight(text[:c], " \t\r\n"), strings.TrimLeft(text[c:], " \t\r\n")
+	}
+	return part, rest
+}
+
+// spansAcross returns the markers that close the inline spans a cut at
+// byte cut of text falls inside, innermost first, and those that reopen
+// them, outermost first. A cut in a span's marker or in a link is left as
+// it is: there is no marker to repeat.
+func spansAcross(text string, cut int) (closers, openers string) {
+	start := strings.LastIndexByte(text[:cut], '\n') + 1
+	line := text[start:]
+	if nl := strings.IndexByte(line, '\n'); nl >= 0 {
+		line = line[:nl]
+	}
+	for c := cut - start; ; {
+		sp, at, ok := spanHolding(line, c)
+		if !ok {
+			return closers, openers
+		}
+		closers, openers = sp.marker+closers, openers+sp.marker
+		if sp.marker == "`" {
+			return closers, openers // code holds no spans
+		}
+		line, c = sp.inner, c-at-len(sp.marker)
+	}
+}
+
+// spanHolding returns the span of line whose content holds byte c, and
+// where it starts.
+func spanHolding(line string, c int) (span, int, bool) {
+	for i := 0; i < c; {
+		sp, ok := spanAt(line, i)
+		if !ok {
+			_, size := utf8.DecodeRuneInString(line[i:])
+			i += size
+			continue
+		}
+		if i+sp.n <= c {
+			i += sp.n
+			continue
+		}
+		inner := i + len(sp.marker)
+		return sp, i, sp.marker != "[" && c > inner && c < inner+len(sp.inner)
+	}
+	return span{}, 0, false
 }
 
 // content reports whether part holds more than fence lines and spaces.

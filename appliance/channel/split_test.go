@@ -92,7 +92,7 @@ func TestSplitClosesAndReopensAnOverlongCodeBlock(t *testing.T) {
 func TestSplitMeasuresAsThePlatformCounts(t *testing.T) {
 	utf16Len := func(s string) int { return len(utf16.Encode([]rune(s))) }
 	text := strings.Repeat("🌱 ", 100) // 3 UTF-16 units per "🌱 "
-	got := splitMeasured(text, 30, utf16Len)
+	got := splitMeasured(text, 30, utf16Len, true)
 	for _, p := range got {
 		if n := utf16Len(p); n > 30 {
 			t.Errorf("part of %d UTF-16 units > 30", n)
@@ -211,7 +211,7 @@ func TestSplitKeepsEmojiSequencesWhole(t *testing.T) {
 				measure func(string) int
 			}{{"runes", utf8.RuneCountInString}, {"utf16", utf16Len}} {
 				for limit := max(m.measure(unit), m.measure(prefix)) + 1; limit < 4*m.measure(unit); limit++ {
-					parts := splitMeasured(text, limit, m.measure)
+					parts := splitMeasured(text, limit, m.measure, true)
 					if strings.Join(parts, "") != text {
 						t.Fatalf("%q in %s %d: parts %q do not add up", text, m.name, limit, parts)
 					}
@@ -226,6 +226,77 @@ func TestSplitKeepsEmojiSequencesWhole(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// A span a cut falls inside is closed at the end of the part and reopened
+// at the start of the next, so each part shows it formatted, not its
+// markers as text.
+func TestSplitClosesAndReopensASpanItCuts(t *testing.T) {
+	words := func(w string, n int) string { return strings.TrimSpace(strings.Repeat(w+" ", n)) }
+	for _, tc := range []struct{ name, md, tag string }{
+		{"bold", "Done. **" + words("watered the basil", 8) + "** after", "<b>"},
+		{"underscore bold", "Done. __" + words("watered the basil", 8) + "__ after", "<b>"},
+		{"italic", "Done. *" + words("watered the basil", 8) + "* after", "<i>"},
+		{"underscore italic", "Done. _" + words("watered the basil", 8) + "_ after", "<i>"},
+		{"strike", "Done. ~~" + words("watered the basil", 8) + "~~ after", "<s>"},
+		{"code", "Done. `" + words("watered the basil", 8) + "` after", "<code>"},
+		{"nested", "**Done " + words("watered", 6) + " _" + words("the basil", 8) + "_ " + words("moved", 6) + "**", "<b>"},
+		{"star in bold", "**Done " + words("watered", 6) + " *" + words("the basil", 8) + "* " + words("moved", 6) + "**", "<b>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parts := Split(tc.md, 40)
+			if len(parts) < 3 {
+				t.Fatalf("got %d parts: %q", len(parts), parts)
+			}
+			var shown []string
+			for i, p := range parts {
+				if n := utf8.RuneCountInString(p); n > 40 {
+					t.Errorf("part %d has %d runes > 40: %q", i, n, p)
+				}
+				html := TelegramHTML(p)
+				if strings.ContainsAny(html, "*_~`") {
+					t.Errorf("part %d shows its markers: %q as %q", i, p, html)
+				}
+				if i < len(parts)-1 && !strings.Contains(html, tc.tag) {
+					t.Errorf("part %d is not formatted: %q as %q", i, p, html)
+				}
+				shown = append(shown, PlainText(p))
+			}
+			if joinFields(strings.Join(shown, " ")) != joinFields(PlainText(tc.md)) {
+				t.Errorf("the words do not add up: %q", shown)
+			}
+		})
+	}
+}
+
+// Plain text (LINE's, and the fallback's) has no spans: its stars are
+// text, and a cut adds none.
+func TestPrepareAddsNoMarkersToPlainText(t *testing.T) {
+	text := "a*" + strings.Repeat("b ", 40) + "c*d"
+	var got []string
+	for _, p := range Prepare(text, Format{Limit: 30}) {
+		got = append(got, p.Text)
+	}
+	if noSpace(strings.Join(got, "")) != noSpace(text) {
+		t.Errorf("Prepare(%q) = %q", text, got)
+	}
+}
+
+func TestPrepareKeepsACutBoldSpanBoldOnTelegram(t *testing.T) {
+	utf16Len := func(s string) int { return len(utf16.Encode([]rune(s))) }
+	md := "The log says: **" + strings.Repeat("pump_2 ran for 10 s, ", 12) + "all fine**."
+	parts := Prepare(md, Format{Limit: 80, Measure: utf16Len, Render: TelegramHTML})
+	if len(parts) < 3 {
+		t.Fatalf("got %d parts", len(parts))
+	}
+	for i, p := range parts {
+		if strings.Contains(p.Text, "*") || !strings.Contains(p.Text, "<b>") || !strings.Contains(p.Text, "</b>") {
+			t.Errorf("part %d is not bold on its own: %q", i, p.Text)
+		}
+		if strings.Contains(p.Plain, "*") {
+			t.Errorf("part %d's plain text shows the markers: %q", i, p.Plain)
 		}
 	}
 }
