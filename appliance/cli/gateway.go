@@ -17,9 +17,9 @@ func gatewayCommand() *Command {
 		Summary:  "run the gateway: HTTP API, web page, chat channels, cron",
 		Help: `Runs until interrupted (SIGINT, SIGTERM, or SIGHUP when its terminal goes away; run it under nohup to
 keep it past that), then stops cleanly and exits 0. A signal in the few milliseconds before it serves
-ends it at once: no turn has run yet, and the next start checks the database as after a power cut. It exits 1 when it cannot start: a config error, a
-provider that cannot be created, a channel whose credential the platform rejects, or a busy port; the
-one line on stderr names the key to fix.
+ends it at once: no turn has run yet, and the next start checks the database as after a power cut.
+It exits 1 when it cannot start: a config error, a provider that cannot be created, a channel whose
+credential the platform rejects, or a busy port; the one line on stderr names the key to fix.
 
 Without a provider key the gateway still starts: offline chat commands work, /ready says what to set,
 and the web page offers first-run setup with the one-time code printed at start.`,
