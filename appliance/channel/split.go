@@ -90,7 +90,15 @@ func closeSpans(text string, cut int, part, rest string, limit int, measure func
 	room := limit
 	for range 4 {
 		closers, openers := spansAcross(text, cut)
-		if closers == "" || measure(part+closers) <= limit {
+		switch {
+		case closers == "":
+			return part, rest
+		case merges(part, closers, openers, rest):
+			// A backtick or tilde beside one of its own reads as a longer
+			// run: "`" before "``" opens a code block, and the backticks
+			// the text had would vanish. Shown markers lose nothing.
+			return part, rest
+		case measure(part+closers) <= limit:
 			return part + closers, openers + rest
 		}
 		room = min(room-1, limit-measure(closers))
@@ -105,6 +113,15 @@ func closeSpans(text string, cut int, part, rest string, limit int, measure func
 		part, rest = strings.TrimRight(text[:c], " \t\r\n"), strings.TrimLeft(text[c:], " \t\r\n")
 	}
 	return part, rest
+}
+
+// merges reports whether a closing backtick or tilde would run into the
+// end of part, or a reopening one into the start of rest. Stars and
+// underscores may: a run of them closes or opens the spans inside out.
+func merges(part, closers, openers, rest string) bool {
+	fenceChar := func(c byte) bool { return c == '`' || c == '~' }
+	return part != "" && fenceChar(closers[0]) && part[len(part)-1] == closers[0] ||
+		rest != "" && fenceChar(openers[len(openers)-1]) && rest[0] == openers[len(openers)-1]
 }
 
 // spansAcross returns the markers that close the inline spans a cut at

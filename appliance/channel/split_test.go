@@ -114,6 +114,8 @@ func FuzzSplitKeepsEverythingInOrder(f *testing.F) {
 	f.Add("a b c\n\n```\ncode\n```\nend", 7)
 	f.Add(strings.Repeat("word ", 50), 13)
 	f.Add("```\n"+strings.Repeat("x", 40)+"\n```", 9)
+	// A reopened code span beside the text's own backticks made a fence.
+	f.Add("000`000 ``", 9)
 	f.Fuzz(func(t *testing.T, text string, limit int) {
 		if limit < 8 || limit > 500 || !utf8.ValidString(text) {
 			return
