@@ -240,7 +240,9 @@ const zwj = '\u200d'
 
 // extends reports whether r belongs to the character before it.
 func extends(r rune) bool {
-	return unicode.In(r, unicode.Mn, unicode.Me) ||
+	// Spacing marks (Mc) too: a Devanagari vowel sign cut from its
+	// consonant shows as a dotted circle.
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Mc) ||
 		r >= 0x1F3FB && r <= 0x1F3FF || // skin tones
 		r >= 0xE0020 && r <= 0xE007F // tags (the flags of England, Scotland, Wales)
 }

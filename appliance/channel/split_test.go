@@ -204,6 +204,7 @@ func TestSplitKeepsEmojiSequencesWhole(t *testing.T) {
 		"❤\ufe0f",                // variation selector
 		"1\ufe0f\u20e3",          // keycap: enclosing mark
 		"e\u0301",                // combining accent
+		"\u0915\u093f",           // Devanagari "ki": a spacing vowel sign (Mc)
 		"🇩🇪",                     // regional-indicator pair
 	} {
 		for _, prefix := range []string{"", "x", "🇫🇷"} {
