@@ -103,6 +103,8 @@ func startBoard(t *testing.T) *board {
 		{Addr: 0x44, R: []byte{0x66, 0x66, 0x93, 0x80, 0x00, 0xa2}},
 		{Addr: 0x44, R: []byte{0}},
 	}})
+	// An RTC the kernel drives at 0x68: the scan lists it without probing it.
+	hwtest.I2CDriver(t, busSeq, 0x68, "rtc-ds1307")
 	cfg := gatewayConfig(fake.Base())
 	cfg["sensors"] = map[string]any{"sample_seconds": 3600, "parts": []any{map[string]any{"name": "greenhouse", "type": "sht3x", "bus": bus}}}
 	cfg["devices"] = map[string]any{"enabled": true, "monitor_usb": true}
@@ -279,6 +281,9 @@ func TestBrowserDashboard(t *testing.T) {
 			waitFor(t, ctx, "the scan's result", `document.querySelector('#i2c-buses .scan-out table') !== null`)
 			if txt := eval[string](t, ctx, `document.querySelector('#i2c-buses .scan-out').textContent`); !strings.Contains(txt, "0x44") || !strings.Contains(txt, "SHT3x temperature/humidity — sensor type sht3x") {
 				t.Errorf("scan shows %q", txt)
+			}
+			if txt := eval[string](t, ctx, `document.querySelector('#i2c-buses .scan-out').textContent`); !strings.Contains(txt, "0x68 (in use by kernel driver rtc-ds1307; not probed, reads and writes refused)") {
+				t.Errorf("the scan does not show the kernel's RTC as in use: %q", txt)
 			}
 			if w == 360 {
 				noOverflow(t, ctx, "Devices")
