@@ -46,6 +46,30 @@ func loadFile(f *os.File, size int64) (io.ReaderAt, func()) {
 	return &fileBytes{data: data}, func() { syscall.Munmap(data) }
 }
 
+// inUse is how much of a file of size bytes the walk at open can read: up
+// to the larger high water mark of the two meta pages. bbolt grows a file
+// ahead of its use (doubling, then in steps of up to 16 MB), so the tail is
+// often half the file; mapping and unmapping it cost as much again as the
+// part in use (2 MB file, 1.1 MB in use: ~0.2 ms of a 5 ms start). The
+// walk of the newest meta reads nothing at or above its own mark, and a mark
+// past the end of the file is the walk's to report, so the whole file is
+// loaded then, as it is when no meta page can be read.
+func inUse(f *os.File, size int64) int64 {
+	metas, _ := readMetas(f, size)
+	if len(metas) == 0 {
+		return size
+	}
+	var n int64
+	for _, m := range metas {
+		end := int64(m.pgid) * int64(m.pageSize)
+		if m.pgid < 2 || m.pgid > uint64(size) || end > size {
+			return size
+		}
+		n = max(n, end)
+	}
+	return n
+}
+
 func (m *fileBytes) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off >= int64(len(m.data)) {
 		return 0, io.EOF

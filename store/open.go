@@ -59,7 +59,7 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 	sessions := 0
 	freelist := false
 	if st.Size() > 0 {
-		r, unmap := loadFile(f, st.Size())
+		r, unmap := loadFile(f, inUse(f, st.Size()))
 		chk := verifyFile(r, st.Size(), unclean, !unclean)
 		unmap()
 		switch {
