@@ -100,3 +100,37 @@ func TestBannerRepeatsTheSetupCode(t *testing.T) {
 		t.Errorf("banner:\n%s\nlog:\n%s", banner.String(), logs.String())
 	}
 }
+
+// TestSandboxProbeRunsOnceServing: the sandbox's cgroup probe (which logs
+// "sandbox ready") is left out of the start, and runs a moment after the
+// gateway serves, with nothing asking for a command.
+func TestSandboxProbeRunsOnceServing(t *testing.T) {
+	t.Setenv("PERCH_HOME", t.TempDir())
+	cfg, err := config.Load(config.Options{Env: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Gateway.Port = 0
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunGateway(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "perch gateway ready") && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	ready := logs.String()
+	for !strings.Contains(logs.String(), "sandbox ready") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ready, "perch gateway ready") || strings.Contains(ready, "sandbox ready") {
+		t.Errorf("the probe ran during the start, or the gateway never served:\n%s", ready)
+	}
+	if !strings.Contains(logs.String(), "sandbox ready") {
+		t.Errorf("the probe never ran once the gateway served:\n%s", logs.String())
+	}
+}

@@ -88,8 +88,13 @@ type System struct {
 	pidWritten bool
 	failed     chan error // see Failed
 	stopTrim   context.CancelFunc
+	probeTimer *time.Timer // starts the sandbox's cgroup probe (Start)
 	trimDone   chan struct{}
 }
+
+// sandboxProbeDelay is how long after the gateway serves the sandbox looks
+// for where commands get their cgroups.
+const sandboxProbeDelay = 200 * time.Millisecond
 
 // NewCore opens the store and builds the provider, tools, agent loop and
 // scheduler: everything a turn needs, without listeners. A provider that
@@ -231,6 +236,9 @@ func (s *System) registerTools() {
 
 // Close releases what NewCore opened (for commands that do not Start).
 func (s *System) Close() error {
+	if s.Sandbox != nil {
+		s.Sandbox.EndProbe()
+	}
 	if s.Store != nil {
 		return s.Store.Close()
 	}
@@ -445,6 +453,13 @@ func (s *System) Start(ctx context.Context) error {
 	if err := s.Watchdog.Start(ctx); err != nil {
 		s.Log.Warn("systemd watchdog not started", "err", err)
 	}
+	// Where commands get their cgroups is found a moment after the gateway
+	// serves: the probe costs a board's cores a millisecond of the
+	// kernel's time, which the first requests (a health probe, the page
+	// reloading) need more. A command asked for sooner starts it itself.
+	if s.Sandbox != nil {
+		s.probeTimer = time.AfterFunc(sandboxProbeDelay, s.Sandbox.StartProbe)
+	}
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopTrim, s.trimDone = cancel, make(chan struct{})
 	go func() { defer close(s.trimDone); s.trimWhenIdle(tctx) }()
@@ -470,6 +485,9 @@ func (s *System) Stop(ctx context.Context) error {
 	if s.stopTrim != nil {
 		s.stopTrim()
 		<-s.trimDone
+	}
+	if s.probeTimer != nil {
+		s.probeTimer.Stop()
 	}
 	if s.Watchdog != nil {
 		note("watchdog", s.Watchdog.Stop(ctx))
@@ -504,6 +522,9 @@ func (s *System) Stop(ctx context.Context) error {
 	}
 	if s.pidWritten {
 		os.Remove(s.Cfg.PIDPath())
+	}
+	if s.Sandbox != nil {
+		s.Sandbox.EndProbe()
 	}
 	note("store", s.Store.Close())
 	return errors.Join(errs...)

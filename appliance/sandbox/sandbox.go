@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -170,9 +171,11 @@ type Runner struct {
 	pgid int       // the gateway's process group (for the seccomp filter)
 	// cgroups is where each command gets a cgroup (nil when nowhere),
 	// written by the probe before it closes probed; read it through tree.
-	cgroups *cgroups
-	probed  chan struct{}
-	seq     atomic.Uint64
+	cgroups    *cgroups
+	probed     chan struct{}
+	probeOnce  sync.Once
+	probeFacts facts
+	seq        atomic.Uint64
 }
 
 // New checks the workspace, probes the kernel and logs once what the sandbox
@@ -247,18 +250,15 @@ func New(o Options) (*Runner, error) {
 	r.removeStaleTemps()
 
 	r.pgid = syscall.Getpgrp()
-	// Finding where commands get a cgroup makes and removes one, which
-	// takes milliseconds (cgroupfs) that the gateway's start need not
-	// wait for: no command runs before a turn, and Run waits for the
-	// probe (tree), so every command has what it would have had.
-	// The probe reads what New found through f, never r's fields, which
-	// are the callers' from here on.
-	f := r.facts()
+	// Finding where commands get a cgroup makes and removes one: a
+	// millisecond of the kernel's time (cgroupfs) that would compete with
+	// the gateway's start for a board's cores. It runs when the caller
+	// says (StartProbe, once the gateway serves) or when the first command
+	// needs it (tree), whichever comes first; either way every command has
+	// what it would have had. The probe reads what New found through
+	// probeFacts, never r's fields, which are the callers' from here on.
+	r.probeFacts = r.facts()
 	r.probed = make(chan struct{})
-	go func() {
-		defer close(r.probed)
-		r.cgroups = probeTree(f)
-	}()
 	return r, nil
 }
 
@@ -310,9 +310,31 @@ func probeTree(f facts) *cgroups {
 	return cg
 }
 
+// StartProbe starts finding where commands get a cgroup, on a goroutine of
+// its own, unless that has started already; it also logs what the sandbox
+// enforces.
+func (r *Runner) StartProbe() {
+	r.probeOnce.Do(func() {
+		go func() {
+			defer close(r.probed)
+			r.cgroups = probeTree(r.probeFacts)
+		}()
+	})
+}
+
+// EndProbe waits for a probe that has started to end, and keeps one from
+// starting after (a gateway that stops runs no more commands): the probe
+// makes and removes a cgroup, and a process that exits in between would
+// leave one behind.
+func (r *Runner) EndProbe() {
+	r.probeOnce.Do(func() { close(r.probed) })
+	<-r.probed
+}
+
 // tree returns where commands get a cgroup (nil when nowhere), once New's
 // probe has found out.
 func (r *Runner) tree() *cgroups {
+	r.StartProbe()
 	<-r.probed
 	return r.cgroups
 }
