@@ -100,9 +100,7 @@ func CheckFile(path string) (*CheckReport, error) {
 		return nil, fmt.Errorf("store: check %s: %w", path, err)
 	}
 	rep := &CheckReport{Path: path, Size: st.Size()}
-	if _, err := os.Stat(markerPath(path)); err == nil {
-		rep.Unclean = true
-	}
+	rep.Unclean = markerUnclean(path)
 	r, unmap := loadFile(f, st.Size())
 	c := verifyFile(r, st.Size(), true, false)
 	unmap()

@@ -27,7 +27,14 @@ func CrashForTest(db *DB) {
 	db.mu.Unlock()
 	db.journal.close()
 	db.bolt.Close()
+	if db.marker != nil {
+		db.marker.Close()
+	}
 }
+
+// MarkerUnclean reports whether the marker beside the database at path
+// records an unclean stop.
+func MarkerUnclean(path string) bool { return markerUnclean(path) }
 
 // JournalPendingForTest is how many journal records bbolt has not taken.
 func JournalPendingForTest(db *DB) int { return len(db.journal.unapplied()) }

@@ -53,8 +53,12 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 		f.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	_, markerErr := os.Stat(markerPath(path))
-	unclean := markerErr == nil
+	mk, unclean := readMarker(path)
+	closeMarker := func() {
+		if mk != nil {
+			mk.Close()
+		}
+	}
 	var rec *Recovered
 	sessions := 0
 	freelist := false
@@ -65,19 +69,23 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 		switch {
 		case !chk.sound() && opts.NoRecover:
 			f.Close()
+			closeMarker()
 			return nil, &DamagedError{Path: path, Problems: chk.problems, Count: chk.nProblems}
 		case !chk.sound():
 			f, rec, err = setAside(path, f, chk, unclean, opts)
 			if err != nil {
+				closeMarker()
 				return nil, err
 			}
 		case chk.schema > SchemaVersion:
 			f.Close()
+			closeMarker()
 			return nil, &newerSchemaError{path: path, have: chk.schema}
 		case mayCompact && worthCompacting(chk):
 			// compactFile closes f; on failure the original is untouched
 			// and opens as it is.
 			info := compactFile(path, f, opts.Timeout)
+			closeMarker()
 			db, err := open(path, opts, false)
 			if db != nil {
 				db.compaction = info
@@ -88,7 +96,7 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 			freelist = chk.meta.freelist != noFreelist
 		}
 	}
-	if err := os.WriteFile(markerPath(path), nil, 0o600); err != nil {
+	if mk, err = writeOpen(path, mk); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("store: open %s: marker file: %w", path, err)
 	}
@@ -102,11 +110,12 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 	})
 	if err != nil {
 		// bbolt closed f.
-		os.Remove(markerPath(path))
+		restoreMarker(mk, unclean)
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db := &DB{
 		path:    path,
+		marker:  mk,
 		cache:   newHistoryCache(opts.CacheSessions),
 		sensors: newSensorBuffer(opts.SensorFlush),
 	}
@@ -114,7 +123,7 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 	db.idle = sync.NewCond(&db.mu)
 	if err := initialise(b); err != nil {
 		b.Close()
-		os.Remove(markerPath(path))
+		restoreMarker(mk, unclean)
 		var newer *newerSchemaError
 		if errors.As(err, &newer) {
 			newer.path = path
@@ -137,7 +146,7 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 		// has not taken yet, so every append goes to bbolt directly.
 		if err := db.openJournal(); err != nil {
 			b.Close()
-			os.Remove(markerPath(path))
+			restoreMarker(mk, unclean)
 			return nil, err
 		}
 	}
@@ -148,8 +157,8 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 	return db, nil
 }
 
-// markerPath is the file that exists while a writer has the database open;
-// found at open, it means the last writer did not close it.
+// markerPath is the file that says whether the last writer closed the
+// database cleanly (marker.go).
 func markerPath(path string) string { return path + ".open" }
 
 // compactPath is where a compacted copy is built before it replaces the

@@ -371,20 +371,41 @@ func TestUncleanShutdownChecksRecords(t *testing.T) {
 	}
 }
 
-// TestCleanCloseRemovesMarker: the marker exists exactly while the store is
-// open.
-func TestCleanCloseRemovesMarker(t *testing.T) {
+// TestMarkerSaysOpenUntilCleanClose: the marker says the store is open
+// exactly while it is, by a byte written in place (the file stays); an
+// earlier version's marker (an empty file, removed at a clean close) still
+// reads as an unclean stop, and its absence as a clean one.
+func TestMarkerSaysOpenUntilCleanClose(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "perch.db")
-	db, err := store.Open(path, store.Options{})
-	if err != nil {
+	if store.MarkerUnclean(path) {
+		t.Fatal("no marker read as an unclean stop")
+	}
+	for range 2 {
+		db, err := store.Open(path, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !store.MarkerUnclean(path) {
+			t.Fatal("the marker does not say open while the store is")
+		}
+		st0, err := os.Stat(path + ".open")
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if store.MarkerUnclean(path) {
+			t.Fatal("the marker says open after a clean close")
+		}
+		st1, err := os.Stat(path + ".open")
+		if err != nil || !os.SameFile(st0, st1) {
+			t.Fatalf("the marker file was not kept in place: %v", err)
+		}
+	}
+	if err := os.WriteFile(path+".open", nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(path + ".open"); err != nil {
-		t.Fatal("no marker while open")
-	}
-	db.Close()
-	if _, err := os.Stat(path + ".open"); !errors.Is(err, os.ErrNotExist) {
-		t.Fatal("marker left after a clean close")
+	if !store.MarkerUnclean(path) {
+		t.Fatal("an earlier version's empty marker read as a clean stop")
 	}
 }
 
@@ -482,8 +503,8 @@ func TestDamageWhileRunning(t *testing.T) {
 		t.Fatalf("health = %v %q", ok, msg)
 	}
 	db.Close()
-	if _, err := os.Stat(path + ".open"); err != nil {
-		t.Fatal("the marker was removed after damage")
+	if !store.MarkerUnclean(path) {
+		t.Fatal("the marker says clean after damage")
 	}
 	db, err = store.Open(path, store.Options{})
 	if err != nil {

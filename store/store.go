@@ -59,6 +59,8 @@ type DB struct {
 	// (guard.go).
 	bolt *guardedBolt
 	path string
+	// marker says while the database is open that it is (marker.go).
+	marker *os.File
 
 	// Group commit state: the writer that finds the store idle commits
 	// (the leader); writers arriving meanwhile queue in pending and go
@@ -149,10 +151,13 @@ func (db *DB) Close() error {
 		db.journal.retire()
 		db.journal.close()
 	}
-	if db.damage.Load() == nil {
-		// A store that met damage while running keeps the marker: the
-		// next start checks every record.
-		os.Remove(markerPath(db.path))
+	if db.marker != nil {
+		// A store that met damage while running leaves the marker saying
+		// open: the next start checks every record.
+		if db.damage.Load() == nil {
+			writeMarker(db.marker, markerClean)
+		}
+		db.marker.Close()
 	}
 	return flushErr
 }

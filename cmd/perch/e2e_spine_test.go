@@ -108,8 +108,9 @@ func TestSignalsExitZero(t *testing.T) {
 				t.Error("pid file left after a clean stop")
 			}
 			// The database was closed: the next start is not an unclean one.
-			if _, err := os.Stat(filepath.Join(h.Dir, "perch.db.open")); !os.IsNotExist(err) {
-				t.Error("the database's open marker left after a clean stop")
+			// The marker holds "0" after a clean close ("1" while open).
+			if b, err := os.ReadFile(filepath.Join(h.Dir, "perch.db.open")); err != nil || string(b) != "0" {
+				t.Errorf("the database's marker after a clean stop: %q, %v; want \"0\"", b, err)
 			}
 		})
 	}
