@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
@@ -91,6 +90,11 @@ type System struct {
 	probeTimer *time.Timer // starts the sandbox's cgroup probe (Start)
 	trimDone   chan struct{}
 }
+
+// answerFirstFor bounds how long the gateway's announcement (pid file,
+// systemd) waits for the first answer to a client that connected during
+// the start: one that sends nothing does not hold it up longer.
+const answerFirstFor = 100 * time.Millisecond
 
 // sandboxProbeDelay is how long after the gateway serves the sandbox looks
 // for where commands get their cgroups.
@@ -431,6 +435,7 @@ func (s *System) Start(ctx context.Context) error {
 	}
 	s.HTTP.SetReady(true)
 	s.failed = make(chan error, 1)
+	waiting := s.HTTP.Waiting()
 	go func() { // ends when Serve does: at Stop, or when the listener fails
 		if err := s.HTTP.Serve(); err != nil {
 			s.failed <- err
@@ -438,9 +443,17 @@ func (s *System) Start(ctx context.Context) error {
 	}()
 	// Clients that connected while the gateway started (a health probe
 	// polling /ready, a page reloading after an upgrade) wait in the listen
-	// queue: let the server take them now, before the bookkeeping below
-	// (pid file, systemd), which nobody is waiting for.
-	runtime.Gosched()
+	// queue: answer them first. The bookkeeping below (the pid file,
+	// systemd), which nobody is waiting for, creates and renames a file
+	// through the file system's journal; beside their first answer it
+	// took a board's other core from it.
+	if waiting {
+		select {
+		case <-s.HTTP.Answered():
+		case <-time.After(answerFirstFor):
+		case <-ctx.Done():
+		}
+	}
 	// The pid file announces a gateway that is ready to take requests.
 	if err := pidfile.Write(s.Cfg.PIDPath(), s.HTTP.Addr(), s.pidKey); err != nil {
 		s.Log.Warn("cannot write the pid file; CLI commands will not find this gateway", "path", s.Cfg.PIDPath(), "err", err)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +76,9 @@ type Server struct {
 	tokens  *tokenGuard
 	ready   atomic.Bool
 	started time.Time
+
+	answered     chan struct{} // see Answered
+	answeredOnce sync.Once
 }
 
 // New returns a server with no routes; add them with Handle.
@@ -96,7 +100,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, log: opts.Log, router: httprouter.New(), started: time.Now(),
 		hosts: newHostPolicy(opts.Host, opts.AllowedHosts), csrf: http.NewCrossOriginProtection(),
-		tokens: newTokenGuard(opts.Log)}
+		tokens: newTokenGuard(opts.Log), answered: make(chan struct{})}
 	s.lanOnly = !opts.Token.IsSet() && !config.IsLoopbackHost(opts.Host)
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if opts.NotFoundHint != nil {
@@ -197,6 +201,7 @@ func (s *Server) ListenOn(ln net.Listener) {
 		IdleTimeout:       30 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState:         s.connState,
 	}
 }
 
