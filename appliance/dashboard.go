@@ -69,7 +69,8 @@ func (s *System) connectPage() {
 		s.Web.Publish("usb", USBEvent{Connected: e.Connected, Offline: e.Offline, Device: e.Device, Name: e.Device.Name(), Devices: list})
 	})
 	s.Web.Register(s.HTTP)
-	boardapi.Register(s.HTTP, boardapi.Deps{Sensors: s.Sensors, Sampler: s.Sampler, History: s.Store, ScanReport: tools.ScanReport})
+	loc, _ := s.Cfg.Location() // NewCore checked it
+	boardapi.Register(s.HTTP, boardapi.Deps{Sensors: s.Sensors, Sampler: s.Sampler, History: s.Store, ScanReport: tools.ScanReport, Location: loc})
 }
 
 // jobsChanged tells open pages that the schedules changed (the scheduler

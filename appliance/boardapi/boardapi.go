@@ -11,7 +11,7 @@
 // and the page asks before it starts one.
 //
 //	GET  /sensors                                   latest reading of every configured sensor
-//	GET  /sensors/history?name=&since=&until=&step=&quantity=
+//	GET  /sensors/history?name=&since=&until=&step=&quantity=&tz=
 //	GET  /i2c                                       the I²C buses present
 //	POST /i2c/scan {"bus": "1"}                     addresses that answer, with likely parts
 //
@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,10 @@ type Deps struct {
 	ScanReport func(i2c.ScanResult) string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Location is the board's time zone, whose days the history's points
+	// of an hour or more follow unless the query names another (tz=);
+	// nil means UTC.
+	Location *time.Location
 }
 
 // Register adds the routes to s.
@@ -108,7 +113,10 @@ type HistoryBody struct {
 	Since       time.Time `json:"since"`
 	Until       time.Time `json:"until"`
 	StepSeconds int64     `json:"step_seconds"`
-	Series      []Series  `json:"series"`
+	// TimeZone is the zone whose days points of an hour or more follow (a
+	// daily point starts at its midnight).
+	TimeZone string   `json:"time_zone"`
+	Series   []Series `json:"series"`
 }
 
 func (d Deps) history(w http.ResponseWriter, r *http.Request) {
@@ -144,12 +152,22 @@ func (d Deps) history(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ss, err := d.History.SensorHistory(store.SensorQuery{Sensor: name, Quantity: q.Get("quantity"), Since: since, Until: until, Step: step})
+	loc := d.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	if tz := q.Get("tz"); tz != "" {
+		if loc, err = time.LoadLocation(tz); err != nil {
+			gateway.WriteError(w, http.StatusBadRequest, fmt.Sprintf("tz: unknown time zone %q; give an IANA name such as Europe/Berlin, or UTC (the default is the board's, agents.defaults.timezone)", tz))
+			return
+		}
+	}
+	ss, err := d.History.SensorHistory(store.SensorQuery{Sensor: name, Quantity: q.Get("quantity"), Since: since, Until: until, Step: step, Location: loc})
 	if err != nil {
 		gateway.WriteError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "store: sensor history: "))
 		return
 	}
-	body := HistoryBody{Sensor: name, Since: since.UTC(), Until: until.UTC(), Series: []Series{}}
+	body := HistoryBody{Sensor: name, Since: since.UTC(), Until: until.UTC(), TimeZone: zoneName(loc), Series: []Series{}}
 	for _, s := range ss {
 		body.StepSeconds = int64(s.Step / time.Second)
 		out := Series{Quantity: s.Quantity, Unit: s.Unit, T: make([]int64, len(s.Points)),
@@ -165,6 +183,23 @@ func (d Deps) history(w http.ResponseWriter, r *http.Request) {
 		body.Series = append(body.Series, out)
 	}
 	gateway.WriteJSON(w, http.StatusOK, body)
+}
+
+// zoneName names loc for a client: the system's zone by its name in the
+// zone database where /etc/localtime says it.
+func zoneName(loc *time.Location) string {
+	if loc != time.Local {
+		return loc.String()
+	}
+	if tz := os.Getenv("TZ"); tz != "" {
+		return strings.TrimPrefix(tz, ":")
+	}
+	if target, err := os.Readlink("/etc/localtime"); err == nil {
+		if _, name, ok := strings.Cut(target, "zoneinfo/"); ok {
+			return name
+		}
+	}
+	return loc.String()
 }
 
 // round keeps the digits a float32 holds: the store keeps values as

@@ -29,7 +29,10 @@ type fixture struct {
 	db  *store.DB
 }
 
-func setup(t *testing.T) *fixture {
+func setup(t *testing.T) *fixture { return setupIn(t, nil) }
+
+// setupIn is setup with the board's time zone loc.
+func setupIn(t *testing.T, loc *time.Location) *fixture {
 	t.Helper()
 	db, err := store.Open(filepath.Join(t.TempDir(), "perch.db"), store.Options{})
 	if err != nil {
@@ -56,7 +59,7 @@ func setup(t *testing.T) *fixture {
 	}
 	s := gateway.New(gateway.Options{Host: "127.0.0.1", Token: token, Log: slog.New(slog.DiscardHandler)})
 	smp := sampler.New(sampler.Options{Sensors: set, Store: db, Every: time.Minute, Log: slog.New(slog.DiscardHandler)})
-	Register(s, Deps{Sensors: set, Sampler: smp, History: db, ScanReport: tools.ScanReport, Now: func() time.Time { return now }})
+	Register(s, Deps{Sensors: set, Sampler: smp, History: db, ScanReport: tools.ScanReport, Now: func() time.Time { return now }, Location: loc})
 	return &fixture{srv: s, db: db}
 }
 
@@ -125,6 +128,39 @@ func TestHistoryServesEachRange(t *testing.T) {
 	}
 }
 
+// TestHistoryDaysFollowTheBoardsZone: daily points start at the board's
+// midnight, as the sensor tool's do, and at the midnight of the zone the
+// query names (tz=) instead when it names one; the body says which.
+func TestHistoryDaysFollowTheBoardsZone(t *testing.T) {
+	board := time.FixedZone("UTC+9", 9*3600)
+	f := setupIn(t, board)
+	for _, tc := range []struct {
+		query, zone string
+		midnight    int64 // seconds after 00:00 UTC at which each point starts
+	}{
+		{"", "UTC+9", 15 * 3600},
+		{"&tz=UTC", "UTC", 0},
+	} {
+		var h HistoryBody
+		if code := f.get(t, "GET", "/sensors/history?name=greenhouse&quantity=temperature&since=2026-02-28T00:00:00Z&step=1d"+tc.query, token, "", &h); code != 200 {
+			t.Fatalf("%q: code %d", tc.query, code)
+		}
+		if h.TimeZone != tc.zone || h.StepSeconds != 86400 || len(h.Series) != 1 || len(h.Series[0].T) < 2 {
+			t.Fatalf("%q: body %+v", tc.query, h)
+		}
+		for _, ts := range h.Series[0].T[1:] { // the first starts at since
+			if ts%86400 != tc.midnight {
+				t.Errorf("%q: a daily point starts at %s, want the zone's midnight", tc.query, time.Unix(ts, 0).In(board))
+			}
+		}
+	}
+	var h HistoryBody
+	setup(t).get(t, "GET", "/sensors/history?name=greenhouse&since=2d&step=1d", token, "", &h)
+	if h.TimeZone != "UTC" {
+		t.Errorf("with no board zone the body says %q, want UTC", h.TimeZone)
+	}
+}
+
 func TestHistoryRefusesBadQueries(t *testing.T) {
 	f := setup(t)
 	for _, tc := range []struct {
@@ -141,6 +177,7 @@ func TestHistoryRefusesBadQueries(t *testing.T) {
 		{"?name=greenhouse&step=-5m", token, 400, "step:"},
 		{"?name=greenhouse&since=1y&step=1m", token, 400, "use a step of at least"},
 		{"?name=greenhouse&since=1h&until=2h", token, 400, "must be before"},
+		{"?name=greenhouse&tz=Mars/Olympus", token, 400, `tz: unknown time zone "Mars/Olympus"; give an IANA name`},
 	} {
 		var e struct{ Error string }
 		if code := f.get(t, "GET", "/sensors/history"+tc.query, tc.tok, "", &e); code != tc.status || !strings.Contains(e.Error, tc.want) {
