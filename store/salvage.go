@@ -89,8 +89,14 @@ func Salvage(src, dst string) (*SalvageReport, error) {
 		return nil, err
 	}
 	rep, err := db.salvageFrom(src)
-	if cerr := db.Close(); err == nil {
+	cerr := db.Close()
+	if err == nil {
 		err = cerr
+	}
+	if cerr == nil {
+		// Closed cleanly: no marker is the same as one saying so, and the
+		// file is meant to be moved into place without it.
+		os.Remove(markerPath(dst))
 	}
 	return &rep, err
 }

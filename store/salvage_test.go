@@ -87,6 +87,9 @@ func TestSalvageCopiesWhatIsReadable(t *testing.T) {
 	if rep.Sessions < 79 || rep.Sessions+rep.SessionsDamaged < 80 || rep.SessionsDamaged == 0 || rep.CronJobs != 2 || rep.DeviceRecords != 1 {
 		t.Fatalf("report = %+v", rep)
 	}
+	if _, err := os.Stat(dst + ".open"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the salvaged file has a marker beside it (%v): it is to be moved into place alone", err)
+	}
 	storetest.CheckFile(t, dst)
 	db, err := store.Open(dst, store.Options{})
 	if err != nil {
