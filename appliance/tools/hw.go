@@ -44,7 +44,7 @@ func NewI2C() Tool {
 		Params: Object(map[string]*Property{
 			"action": String("What to do.", "detect", "scan", "read", "write"),
 			"bus": String("Bus number or name, such as \"1\" (the Raspberry Pi's header pins) or one detect lists. " +
-				"Default: the first bus."),
+				"Default: the bus on the board's pin header (where the device tree names it), else the first."),
 			"address": Integer("7-bit device address, 3 to 119 (0x03 to 0x77), as scan shows it. Required for read and write.",
 				Bound(i2c.MinAddr), Bound(i2c.MaxAddr)),
 			"register": Integer("Register index (0 to 255), sent as one byte before reading or writing.", Bound(0), Bound(255)),

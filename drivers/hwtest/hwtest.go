@@ -172,6 +172,28 @@ func I2CDriver(t testing.TB, bus, addr int, driver string) {
 	}
 }
 
+// I2CHeader makes the fake sysfs say, as a Raspberry Pi's device tree
+// does, that bus is the one on the pin header: the tree's i2c_arm label
+// names a controller node, and the bus's adapter links to it (of_node).
+func I2CHeader(t testing.TB, bus int) {
+	t.Helper()
+	sys := fakeSysfs(t)
+	base := filepath.Join(sys, "firmware", "devicetree", "base")
+	node := filepath.Join(base, "soc", "i2c@7e804000")
+	adapter := filepath.Join(sys, "bus", "i2c", "devices", fmt.Sprintf("i2c-%d", bus))
+	for _, dir := range []string{node, filepath.Join(base, "__symbols__"), adapter} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("hwtest: %v", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(base, "__symbols__", "i2c_arm"), []byte("/soc/i2c@7e804000\x00"), 0o444); err != nil {
+		t.Fatalf("hwtest: %v", err)
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "..", "..", "firmware", "devicetree", "base", "soc", "i2c@7e804000"), filepath.Join(adapter, "of_node")); err != nil {
+		t.Fatalf("hwtest: %v", err)
+	}
+}
+
 var (
 	sysfsMu sync.Mutex
 	sysfs   = map[testing.TB]string{}

@@ -3,9 +3,11 @@
 // # Concepts
 //
 // A bus is named the way the board names it: "1", "I2C1", "/dev/i2c-1" and
-// "i2c-1" all mean the kernel's /dev/i2c-1; "" means the first bus. Buses are
-// discovered by periph's drivers, which run once, on the first call that needs
-// them (see Buses and Open), never at process start.
+// "i2c-1" all mean the kernel's /dev/i2c-1; "" means the bus on the board's
+// pin header where the device tree names it (i2c_arm on a Raspberry Pi), else
+// the lowest-numbered. Buses are discovered by periph's drivers, which run
+// once, on the first call that needs them (see Buses and Open), never at
+// process start.
 //
 // A device is a 7-bit address between MinAddr (0x03) and MaxAddr (0x77), the
 // range i2cdetect scans; the others are reserved by the I²C specification.

@@ -42,7 +42,8 @@ func (b BusInfo) String() string {
 	return strconv.Itoa(b.Number) + " (" + b.Name + ")"
 }
 
-// Buses lists the buses present, sorted by number. It returns ErrNoBus when
+// Buses lists the buses present: the pin header's first where the device
+// tree names it (see headerBus), then by number. It returns ErrNoBus when
 // there is none.
 func Buses() ([]BusInfo, error) {
 	refs, err := refs()
@@ -56,8 +57,9 @@ func Buses() ([]BusInfo, error) {
 	return out, nil
 }
 
-// Lookup returns the bus called name without opening it: "" is the first bus,
-// and a number, an alias or a device path name one. Errors: ErrNoBus,
+// Lookup returns the bus called name without opening it: "" is the pin
+// header's bus where the device tree names it, else the lowest-numbered, and
+// a number, an alias or a device path name one. Errors: ErrNoBus,
 // ErrUnknownBus.
 func Lookup(name string) (BusInfo, error) {
 	r, err := lookup(name)
@@ -69,7 +71,7 @@ func Lookup(name string) (BusInfo, error) {
 
 // refs loads the drivers once, brings the registry in line with the
 // /dev/i2c-* present now (an adapter plugged in or out since), and returns
-// the registered buses by number.
+// the registered buses, the header's first, then by number.
 func refs() ([]*i2creg.Ref, error) {
 	initErr := periphhost.Init()
 	periphhost.SyncI2C()
@@ -88,6 +90,17 @@ func refs() ([]*i2creg.Ref, error) {
 		}
 		return ni < nj
 	})
+	// The header's bus first: it is what "" means, and what a person
+	// wiring a sensor to the pins means by "the" bus.
+	if h := headerBus(); h >= 0 {
+		for i, r := range all {
+			if r.Number == h {
+				copy(all[1:i+1], all[:i])
+				all[0] = r
+				break
+			}
+		}
+	}
 	return all, nil
 }
 

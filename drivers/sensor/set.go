@@ -85,7 +85,7 @@ func (sp Spec) Where() string {
 	}
 	bus := string(sp.Bus)
 	if bus == "" {
-		bus = "(first)"
+		bus = "(default)"
 	}
 	return fmt.Sprintf("%s on I2C bus %s", Address(sp.address()), bus)
 }
