@@ -105,6 +105,8 @@ func startBoard(t *testing.T) *board {
 	}})
 	// An RTC the kernel drives at 0x68: the scan lists it without probing it.
 	hwtest.I2CDriver(t, busSeq, 0x68, "rtc-ds1307")
+	// The device tree puts it on the pin header: the list says so.
+	hwtest.I2CHeader(t, busSeq)
 	cfg := gatewayConfig(fake.Base())
 	cfg["sensors"] = map[string]any{"sample_seconds": 3600, "parts": []any{map[string]any{"name": "greenhouse", "type": "sht3x", "bus": bus}}}
 	cfg["devices"] = map[string]any{"enabled": true, "monitor_usb": true}
@@ -273,6 +275,9 @@ func TestBrowserDashboard(t *testing.T) {
 			waitFor(t, ctx, "the change in the recent list", `document.querySelector('#usb-events li.plugged') !== null && document.querySelector('#usb-events li.plugged').textContent.includes('plugged in')`)
 			// The I²C scan asks first, then lists what answered with the
 			// likely parts.
+			if txt := eval[string](t, ctx, `document.querySelector('#i2c-buses li.scan strong').textContent`); !strings.HasSuffix(txt, " · pin header") {
+				t.Errorf("the bus's line does not say it is the pin header's: %q", txt)
+			}
 			step(t, ctx, "scan the bus", chromedp.Click(`#i2c-buses li.scan button`), chromedp.WaitVisible(chromedp.ID("confirm-ok")))
 			if txt := eval[string](t, ctx, `document.getElementById('confirm-text').textContent`); !strings.Contains(txt, "can be confused by a probe") {
 				t.Errorf("the scan's confirmation says %q", txt)

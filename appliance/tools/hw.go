@@ -77,6 +77,9 @@ func runI2C(ctx context.Context, args Args) Result {
 			if len(b.Aliases) > 0 {
 				line += ", also called " + strings.Join(b.Aliases, ", ")
 			}
+			if b.Header {
+				line += "; on the board's pin header (the default bus)"
+			}
 			lines = append(lines, line)
 		}
 		return Text(strings.Join(lines, "\n"))

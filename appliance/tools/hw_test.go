@@ -160,8 +160,13 @@ func TestI2CActionsPlayback(t *testing.T) {
 	r := hwRegistry(nil)
 
 	det := call(t, r, "i2c", `{"action":"detect"}`)
-	if det.IsError() || !strings.Contains(det.ForLLM, "- 51 (FAKE-I2C51), also called SENSORBUS") {
+	if det.IsError() || !strings.Contains(det.ForLLM, "- 51 (FAKE-I2C51), also called SENSORBUS") || strings.Contains(det.ForLLM, "pin header") {
 		t.Errorf("detect: %s", det.ForLLM)
+	}
+	// A bus the device tree puts on the pin header says so.
+	hwtest.I2CHeader(t, 51)
+	if det := call(t, r, "i2c", `{"action":"detect"}`); !strings.Contains(det.ForLLM, "- 51 (FAKE-I2C51), also called SENSORBUS; on the board's pin header (the default bus)") {
+		t.Errorf("detect with the header's bus: %s", det.ForLLM)
 	}
 	scan := call(t, r, "i2c", `{"action":"scan","bus":"51"}`)
 	if scan.IsError() {

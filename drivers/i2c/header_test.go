@@ -23,8 +23,8 @@ func TestDefaultBusIsThePinHeaders(t *testing.T) {
 		t.Fatalf("default with the header's bus named by the device tree: %+v, %v; want 43", b, err)
 	}
 	bs, err := Buses()
-	if err != nil || len(bs) < 2 || bs[0].Number != 43 {
-		t.Fatalf("buses: %+v, %v; want the header's first", bs, err)
+	if err != nil || len(bs) < 2 || bs[0].Number != 43 || !bs[0].Header || bs[1].Header {
+		t.Fatalf("buses: %+v, %v; want the header's first, and only it marked so", bs, err)
 	}
 	if b, err := Lookup("41"); err != nil || b.Number != 41 {
 		t.Fatalf("bus 41 by number: %+v, %v", b, err)

@@ -32,6 +32,9 @@ type BusInfo struct {
 	Number int `json:"number"`
 	// Aliases are other names the bus answers to, e.g. "I2C1".
 	Aliases []string `json:"aliases,omitempty"`
+	// Header says the bus is wired to the board's pin header (the device
+	// tree says so; see headerBus): the default when no bus is named.
+	Header bool `json:"header,omitempty"`
 }
 
 // String returns "1 (/dev/i2c-1)" or the name alone for unnumbered buses.
@@ -50,9 +53,10 @@ func Buses() ([]BusInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := headerBus()
 	out := make([]BusInfo, len(refs))
 	for i, r := range refs {
-		out[i] = BusInfo{Name: r.Name, Number: r.Number, Aliases: r.Aliases}
+		out[i] = infoOf(r, h)
 	}
 	return out, nil
 }
@@ -66,7 +70,12 @@ func Lookup(name string) (BusInfo, error) {
 	if err != nil {
 		return BusInfo{}, err
 	}
-	return BusInfo{Name: r.Name, Number: r.Number, Aliases: r.Aliases}, nil
+	return infoOf(r, headerBus()), nil
+}
+
+// infoOf describes r, given the number of the header's bus (or -1).
+func infoOf(r *i2creg.Ref, header int) BusInfo {
+	return BusInfo{Name: r.Name, Number: r.Number, Aliases: r.Aliases, Header: header >= 0 && r.Number == header}
 }
 
 // refs loads the drivers once, brings the registry in line with the
@@ -163,7 +172,7 @@ func Open(name string) (*Bus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("i2c: open bus %s: %w", BusInfo{Name: r.Name, Number: r.Number}, err)
 	}
-	bus := &Bus{info: BusInfo{Name: r.Name, Number: r.Number, Aliases: r.Aliases}, bus: b}
+	bus := &Bus{info: infoOf(r, headerBus()), bus: b}
 	if strings.HasPrefix(r.Name, "/dev/i2c-") {
 		bus.dev = r.Name
 	}

@@ -781,7 +781,8 @@
       const li = el('li', 'scan');
       li.dataset.bus = String(b.number >= 0 ? b.number : b.name);
       const line = el('div', 'line');
-      line.appendChild(el('strong', 'grow', 'Bus ' + (b.number >= 0 ? b.number + ' (' + b.name + ')' : b.name)));
+      line.appendChild(el('strong', 'grow', 'Bus ' + (b.number >= 0 ? b.number + ' (' + b.name + ')' : b.name) +
+        (b.header ? ' · pin header' : '')));
       const out = el('div', 'scan-out');
       line.appendChild(button('Scan', () => scan(li.dataset.bus, out)));
       li.appendChild(line);
