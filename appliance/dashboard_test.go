@@ -3,6 +3,8 @@ package appliance
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -132,5 +134,43 @@ func TestSandboxProbeRunsOnceServing(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "sandbox ready") {
 		t.Errorf("the probe never ran once the gateway served:\n%s", logs.String())
+	}
+}
+
+// TestStopDuringStartClosesTheDatabase: the gateway asks to hear stop
+// signals before it opens its database, and a stop that comes then (ctx
+// cancelled before the database opens) still ends in a clean close: the
+// marker says "0", so the next start does not check every record as after
+// a power cut. When the hook ran only once the gateway served, a SIGTERM
+// right after the first answer killed it with the marker left at "1".
+func TestStopDuringStartClosesTheDatabase(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("PERCH_HOME", home)
+	cfg, err := config.Load(config.Options{Env: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Gateway.Port = 0
+	marker := filepath.Join(home, "perch.db.open")
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	var atHook []byte
+	hooked := false
+	listening := func() {
+		hooked = true
+		atHook, _ = os.ReadFile(marker)
+		cancel()
+	}
+	if err := RunGateway(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil, listening); err != nil {
+		t.Fatal(err)
+	}
+	if !hooked {
+		t.Fatal("RunGateway never called its listening hook")
+	}
+	if string(atHook) == "1" {
+		t.Error("the listening hook ran with the database already open")
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "0" {
+		t.Errorf("marker after a stop during the start: %q, %v; want \"0\"\n%s", b, err, logs.String())
 	}
 }

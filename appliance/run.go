@@ -21,12 +21,13 @@ import (
 
 // RunGateway builds the gateway from cfg, starts it, serves until ctx ends
 // (SIGINT, SIGTERM, SIGHUP) and stops it cleanly. banner, when set, receives the
-// lines a person needs: the URL and the API token. started, when set, is
-// called once the gateway serves (the CLI listens for stop signals from
-// then on). An error means start-up
+// lines a person needs: the URL and the API token. listening, when set, is
+// called before the database is opened and returns once a stop signal
+// cancels ctx, so a stop from then on closes the database cleanly. An
+// error means start-up
 // failed, or the HTTP server failed while running (exit 1 either way, so
 // systemd restarts it).
-func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banner io.Writer, started func()) error {
+func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banner io.Writer, listening func()) error {
 	if cfg.Absent() {
 		log.Warn("no config file; running on built-in defaults", "path", cfg.Path(), "create it with", "perch onboard")
 	}
@@ -50,6 +51,9 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 	if err != nil {
 		return portHolder(cfg, err)
 	}
+	if listening != nil {
+		listening()
+	}
 	sys, err := NewCore(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
@@ -66,9 +70,6 @@ func RunGateway(ctx context.Context, cfg *config.Config, log *slog.Logger, banne
 	}
 	if err := sys.Start(ctx); err != nil {
 		return err
-	}
-	if started != nil {
-		started()
 	}
 	// Start-up is done: give its pages back (see trimWorkingSet), a
 	// moment later, so the trim does not compete with the first requests

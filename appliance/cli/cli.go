@@ -38,8 +38,9 @@ type Runtime struct {
 	// Gateway runs the gateway until ctx ends, then stops it. banner, when
 	// not nil, receives the human start-up lines (URL, token, setup code).
 	// An error means start-up failed.
-	// started, when not nil, is called once the gateway serves.
-	Gateway func(ctx context.Context, cfg *config.Config, log *slog.Logger, banner io.Writer, started func()) error
+	// listening, when not nil, is called before the gateway opens its
+	// database; it returns once a stop signal cancels ctx.
+	Gateway func(ctx context.Context, cfg *config.Config, log *slog.Logger, banner io.Writer, listening func()) error
 	// Agent builds the agent in this process (no gateway runs): ask sends
 	// one message of session and returns the reply.
 	Agent func(ctx context.Context, cfg *config.Config, log *slog.Logger) (ask func(ctx context.Context, session, text string) (string, error), closeFn func() error, err error)
@@ -79,10 +80,10 @@ type Command struct {
 	Run func(ctx context.Context, e *Env, args []string) error
 	// Hidden commands are not listed (used by packaging).
 	Hidden bool
-	// ListensWhenStarted commands call Env.ListenForStop themselves once
-	// they have started, instead of before Run: until then a stop signal
-	// ends the process at once, as a power cut would.
-	ListensWhenStarted bool
+	// ListensItself commands call Env.ListenForStop themselves, instead
+	// of Run calling it before them: until then a stop signal ends the
+	// process at once.
+	ListensItself bool
 }
 
 // Commands returns every command in the order help lists them.
@@ -114,11 +115,13 @@ func Main(args []string, rt Runtime) int {
 }
 
 // signalStop cancels a command's context at the first stop signal, from the
-// moment listen is first called. The gateway listens only once it serves:
-// asking the runtime for the first signal starts a thread of its own and
-// hands it each signal in turn, about 0.3 ms of a start of 5 on a small
-// machine, and the gateway has nothing to stop cleanly before it serves (a
-// start cut short is recovered like a power cut).
+// moment listen is first called. The gateway calls it on a goroutine of its
+// own as it begins (asking the runtime for the first signal starts a thread
+// that takes its signals, about 0.3 ms of a start of 5 on a small machine,
+// which then runs beside reading the config and binding the port) and waits
+// for it before it opens the database: a signal that comes after the
+// database is open must close it cleanly, or the next start checks every
+// record as after a power cut.
 type signalStop struct {
 	once   sync.Once
 	cancel context.CancelFunc
@@ -144,6 +147,9 @@ func (s *signalStop) listen() {
 }
 
 func (s *signalStop) close() {
+	// Waits for a listen under way on another goroutine, and keeps one
+	// from starting after.
+	s.once.Do(func() {})
 	if s.ch != nil {
 		signal.Stop(s.ch)
 		close(s.done)
@@ -153,7 +159,8 @@ func (s *signalStop) close() {
 
 // ListenForStop makes a stop signal (SIGINT, SIGTERM, SIGHUP) cancel the
 // command's context from now on. Run calls it before every command that
-// does not listen by itself (ListensWhenStarted).
+// does not listen by itself (ListensItself). It may be called from any
+// goroutine.
 func (e *Env) ListenForStop() {
 	if e.stop != nil {
 		e.stop.listen()
@@ -221,7 +228,7 @@ func run(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v; see 'perch %s --help'", c.Name, err, c.Name)
 	}
-	if !c.ListensWhenStarted {
+	if !c.ListensItself {
 		e.ListenForStop()
 	}
 	return c.Run(ctx, e, pos)

@@ -14,23 +14,22 @@ import (
 	"github.com/perchhq/perch/appliance/config"
 )
 
-// TestGatewayListensForStopOnceItServes: the gateway command asks for stop
-// signals only when the gateway calls started (the runtime's signal thread
-// is a measurable part of a start), and from then on SIGINT cancels its
-// context; any other command listens before it runs.
-func TestGatewayListensForStopOnceItServes(t *testing.T) {
+// TestGatewayListensForStopBeforeItOpensTheDatabase: the gateway command
+// asks for stop signals on a goroutine of its own, and the hook the gateway
+// calls before it opens its database returns only once it listens, so
+// SIGINT from then on cancels its context (and the database is closed
+// cleanly); any other command listens before it runs.
+func TestGatewayListensForStopBeforeItOpensTheDatabase(t *testing.T) {
 	home(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := &signalStop{cancel: cancel}
 	defer stop.close()
-	rt := Runtime{Gateway: func(ctx context.Context, _ *config.Config, _ *slog.Logger, _ io.Writer, started func()) error {
-		if stop.ch != nil {
-			return errors.New("listening for stop signals before the gateway serves")
-		}
-		started()
-		started() // a second call changes nothing
+	rt := Runtime{Gateway: func(ctx context.Context, _ *config.Config, _ *slog.Logger, _ io.Writer, listening func()) error {
+		listening()
+		listening() // a second call changes nothing
+		stop.once.Do(func() {}) // the listen is over: its fields may be read
 		if stop.ch == nil {
-			return errors.New("started did not make the command listen for stop signals")
+			return errors.New("listening returned before the command listened for stop signals")
 		}
 		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 			return err

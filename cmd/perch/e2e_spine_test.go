@@ -116,6 +116,43 @@ func TestSignalsExitZero(t *testing.T) {
 	}
 }
 
+// TestStopAtTheFirstAnswer: a stop signal sent the moment the gateway first
+// answers (a service manager restarting it, a health check's owner
+// stopping it) ends in a clean close, at every restart. The gateway asked
+// to hear signals only once its start was over, a little after its first
+// answer: a SIGTERM in between killed it with the database's marker left
+// at "1", and every next start checked every record as after a power cut.
+func TestStopAtTheFirstAnswer(t *testing.T) {
+	port := gatewaytest.FreePort(t)
+	h := NewHome(t, func(c map[string]any) { c["gateway"].(map[string]any)["port"] = port })
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	url := fmt.Sprintf("http://127.0.0.1:%d/ready", port)
+	for i := range 3 {
+		g := h.StartNoWait()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := client.Get(url)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("start %d: no 200 from /ready: %v\n%s", i, err, g.Stderr())
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		g.Signal(syscall.SIGTERM)
+		if code := g.Wait(15 * time.Second); code != 0 {
+			t.Fatalf("start %d: exit %d on a SIGTERM at the first answer\n%s", i, code, g.Stderr())
+		}
+		if b, err := os.ReadFile(filepath.Join(h.Dir, "perch.db.open")); err != nil || string(b) != "0" {
+			t.Fatalf("start %d: the database's marker after the stop: %q, %v; want \"0\"\n%s", i, b, err, g.Stderr())
+		}
+	}
+}
+
 // TestStopWithAPageOpen: a page's event stream, which never ends by
 // itself, does not hold up the stop: with one open, SIGTERM took the
 // shutdown's whole 30 s and the stop was unclean.
