@@ -89,6 +89,13 @@ func cutOne(text string, limit int, measure func(string) int, markdown bool) (pa
 func closeSpans(text string, cut int, part, rest string, limit int, measure func(string) int) (string, string) {
 	room := limit
 	for range 4 {
+		if at, ok := linkAround(text, cut); ok && content(text[:at]) {
+			// A link cut in two shows its brackets and half its address
+			// as text, and neither half opens: the cut moves before it
+			// (into whatever spans hold the link, closed below).
+			cut = at
+			part, rest = strings.TrimRight(text[:at], " \t\r\n"), strings.TrimLeft(text[at:], " \t\r\n")
+		}
 		closers, openers := spansAcross(text, cut)
 		switch {
 		case closers == "":
@@ -147,9 +154,35 @@ func spansAcross(text string, cut int) (closers, openers string) {
 	}
 }
 
-// spanHolding returns the span of line whose content holds byte c, and
-// where it starts.
-func spanHolding(line string, c int) (span, int, bool) {
+// linkAround returns where the link that a cut at byte cut of text falls
+// inside begins, in whatever spans hold it; false when the cut is in no
+// link, or in code, where brackets are text.
+func linkAround(text string, cut int) (int, bool) {
+	start := strings.LastIndexByte(text[:cut], '\n') + 1
+	line := text[start:]
+	if nl := strings.IndexByte(line, '\n'); nl >= 0 {
+		line = line[:nl]
+	}
+	base, c := start, cut-start
+	for {
+		sp, at, ok := spanCovering(line, c)
+		switch {
+		case !ok || sp.marker == "`":
+			return 0, false
+		case sp.marker == "[":
+			return base + at, true
+		}
+		inner := at + len(sp.marker)
+		if c <= inner || c >= inner+len(sp.inner) {
+			return 0, false // in the span's marker
+		}
+		line, base, c = sp.inner, base+inner, c-inner
+	}
+}
+
+// spanCovering returns the span of line that byte c falls strictly inside
+// (markers included), and where it starts.
+func spanCovering(line string, c int) (span, int, bool) {
 	for i := 0; i < c; {
 		sp, ok := spanAt(line, i)
 		if !ok {
@@ -161,10 +194,20 @@ func spanHolding(line string, c int) (span, int, bool) {
 			i += sp.n
 			continue
 		}
-		inner := i + len(sp.marker)
-		return sp, i, sp.marker != "[" && c > inner && c < inner+len(sp.inner)
+		return sp, i, true
 	}
 	return span{}, 0, false
+}
+
+// spanHolding returns the span of line whose content holds byte c, and
+// where it starts.
+func spanHolding(line string, c int) (span, int, bool) {
+	sp, i, ok := spanCovering(line, c)
+	if !ok {
+		return span{}, 0, false
+	}
+	inner := i + len(sp.marker)
+	return sp, i, sp.marker != "[" && c > inner && c < inner+len(sp.inner)
 }
 
 // content reports whether part holds more than fence lines and spaces.

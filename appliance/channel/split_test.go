@@ -303,3 +303,44 @@ func TestPrepareKeepsACutBoldSpanBoldOnTelegram(t *testing.T) {
 		}
 	}
 }
+
+// A cut that falls inside a link moves before it: the halves of a link
+// show its brackets and half its address as text, and neither opens. A
+// link inside a bold span keeps both: the cut before the link closes the
+// span, and the next part reopens it.
+func TestSplitKeepsLinksWhole(t *testing.T) {
+	filler := strings.Repeat("the pump ran fine ", 3)
+	for _, tc := range []struct{ name, md string }{
+		{"plain", filler + "see [the pump's manual page](https://example.com/pumps/manual) for more"},
+		{"in bold", "**" + filler + "see [the pump's manual page](https://example.com/pumps/manual) for more**"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parts := Split(tc.md, 70)
+			whole := 0
+			for i, p := range parts {
+				if n := utf8.RuneCountInString(p); n > 70 {
+					t.Errorf("part %d has %d runes > 70: %q", i, n, p)
+				}
+				if strings.Contains(p, "[the pump's manual page](https://example.com/pumps/manual)") {
+					whole++
+				}
+				html := TelegramHTML(p)
+				if strings.ContainsAny(html, "[]*") {
+					t.Errorf("part %d shows markdown as text: %q as %q", i, p, html)
+				}
+			}
+			if whole != 1 {
+				t.Errorf("the link is not whole in one part: %q", parts)
+			}
+			if joinFields(PlainText(strings.Join(parts, " "))) != joinFields(PlainText(tc.md)) {
+				t.Errorf("the words do not add up: %q", parts)
+			}
+		})
+	}
+	// A link longer than a part cannot go whole: it is cut as before, and
+	// the split still ends.
+	long := "[" + strings.Repeat("word ", 30) + "](https://example.com/x)"
+	if parts := Split(long, 40); len(parts) < 2 || noSpace(strings.Join(parts, "")) != noSpace(long) {
+		t.Errorf("an overlong link: %q", parts)
+	}
+}

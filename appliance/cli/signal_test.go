@@ -26,7 +26,7 @@ func TestGatewayListensForStopBeforeItOpensTheDatabase(t *testing.T) {
 	defer stop.close()
 	rt := Runtime{Gateway: func(ctx context.Context, _ *config.Config, _ *slog.Logger, _ io.Writer, listening func()) error {
 		listening()
-		listening() // a second call changes nothing
+		listening()             // a second call changes nothing
 		stop.once.Do(func() {}) // the listen is over: its fields may be read
 		if stop.ch == nil {
 			return errors.New("listening returned before the command listened for stop signals")
