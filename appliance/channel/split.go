@@ -33,9 +33,10 @@ func splitMeasured(text string, limit int, measure func(string) int, markdown bo
 			break
 		}
 		part, rest := cutOne(text, limit, measure, markdown)
-		if len(rest) >= len(text) {
-			// A reopened fence would eat the progress (a limit too small
-			// for fences): cut plainly, which always moves on.
+		if len(rest) >= len(text) || measure(part) > limit {
+			// A reopened fence would eat the progress, or a closing one
+			// not fit (a limit too small for fences): cut plainly, which
+			// always moves on.
 			end := fitting(text, limit, measure)
 			part, rest = text[:end], text[end:]
 		}
@@ -63,7 +64,7 @@ func cutOne(text string, limit int, measure func(string) int, markdown bool) (pa
 	// and reopen it in the next. Leave room for the closing fence, as long
 	// as the open block's.
 	closing := "\n```"
-	if m, _, ok := Fence(openingFence(text[:end])); ok {
+	if m, _, ok := Fence(openingFenceAt(text, end)); ok {
 		closing = "\n" + m
 	}
 	end = fitting(text, max(limit-measure(closing), 1), measure)
@@ -71,7 +72,7 @@ func cutOne(text string, limit int, measure func(string) int, markdown bool) (pa
 	if !ok || !content(text[:cut]) {
 		cut = end
 	}
-	open := openingFence(text[:cut])
+	open := openingFenceAt(text, cut)
 	part = strings.TrimRight(text[:cut], " \t\r\n")
 	rest = strings.TrimLeft(text[cut:], "\r\n")
 	if open == "" {
@@ -320,6 +321,18 @@ func codeMap(text string) func(i int) bool {
 	return func(i int) bool {
 		return sort.SearchInts(fences, i)%2 == 1 // fence lines before the cut
 	}
+}
+
+// openingFenceAt returns the fence line of the code block open at a cut
+// at byte cut of text, judging the line the cut falls in whole: its first
+// half alone may read as a fence ("````" of "````x`y", which is text)
+// that the text never opened.
+func openingFenceAt(text string, cut int) string {
+	end := len(text)
+	if nl := strings.IndexByte(text[cut:], '\n'); nl >= 0 {
+		end = cut + nl
+	}
+	return openingFence(text[:end])
 }
 
 // openingFence returns the fence line ("```go", "~~~") of the code block
