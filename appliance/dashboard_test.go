@@ -140,7 +140,7 @@ func TestSandboxProbeRunsOnceServing(t *testing.T) {
 // TestStopDuringStartClosesTheDatabase: the gateway asks to hear stop
 // signals before it opens its database, and a stop that comes then (ctx
 // cancelled before the database opens) still ends in a clean close: the
-// marker says "0", so the next start does not check every record as after
+// marker starts with "0", so the next start does not check every record as after
 // a power cut. When the hook ran only once the gateway served, a SIGTERM
 // right after the first answer killed it with the marker left at "1".
 func TestStopDuringStartClosesTheDatabase(t *testing.T) {
@@ -167,10 +167,10 @@ func TestStopDuringStartClosesTheDatabase(t *testing.T) {
 	if !hooked {
 		t.Fatal("RunGateway never called its listening hook")
 	}
-	if string(atHook) == "1" {
+	if len(atHook) > 0 && atHook[0] == '1' {
 		t.Error("the listening hook ran with the database already open")
 	}
-	if b, err := os.ReadFile(marker); err != nil || string(b) != "0" {
-		t.Errorf("marker after a stop during the start: %q, %v; want \"0\"\n%s", b, err, logs.String())
+	if b, err := os.ReadFile(marker); err != nil || len(b) == 0 || b[0] != '0' {
+		t.Errorf("marker after a stop during the start: %q, %v; want it to start with \"0\"\n%s", b, err, logs.String())
 	}
 }

@@ -54,8 +54,13 @@ func worthCompacting(chk *fileCheck) bool {
 	if chk.reached > chk.pages {
 		return false
 	}
-	free := chk.pages - chk.reached
-	return free*uint64(chk.meta.pageSize) >= compactMinFree && free*2 > chk.pages
+	return worthCompactingPages(chk.pages, chk.pages-chk.reached, chk.meta.pageSize)
+}
+
+// worthCompactingPages decides for a file of pages pages (its high water
+// mark), free of them free.
+func worthCompactingPages(pages, free uint64, pageSize uint32) bool {
+	return free <= pages && free*uint64(pageSize) >= compactMinFree && free*2 > pages
 }
 
 // compactFile copies the database open (and locked) through f into a new

@@ -1,5 +1,7 @@
 package store
 
+import "os"
+
 // NoSyncForTest skips fsync on commits, for tests that build files whose
 // durability is not what they test (the commit path is otherwise the same).
 func NoSyncForTest(db *DB) { db.bolt.NoSync = true }
@@ -42,3 +44,39 @@ func JournalPendingForTest(db *DB) int { return len(db.journal.unapplied()) }
 // BreakJournalForTest closes the journal's file under it, so its next
 // write fails the way a failing card would.
 func BreakJournalForTest(db *DB) { db.journal.f.Close() }
+
+// WalkedAtOpen reports whether Open walked the file (rather than finding it
+// as its last clean close left it).
+func WalkedAtOpen(db *DB) bool { return db.walked }
+
+// SettleChangeTime is settleChangeTime.
+func SettleChangeTime(ctime int64) bool { return settleChangeTime(ctime) }
+
+// FreelistPageForTest is the freelist page the newest meta names, or 0.
+func FreelistPageForTest(db *DB) uint64 {
+	st, err := db.file.Stat()
+	if err != nil {
+		return 0
+	}
+	metas, _ := readMetas(db.file, st.Size())
+	if len(metas) == 0 || metas[0].freelist == noFreelist {
+		return 0
+	}
+	return metas[0].freelist
+}
+
+// RecordFileForTest rewrites the marker text's record so it describes the
+// file at path as it is now.
+func RecordFileForTest(t interface{ Fatal(...any) }, marker, path string) string {
+	rec := parseCloseRecord(marker)
+	if rec == nil {
+		t.Fatal("the marker holds no record: " + marker)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := fileState(st)
+	now.txid, now.sessions, now.pages, now.free = rec.txid, rec.sessions, rec.pages, rec.free
+	return now.encode()
+}

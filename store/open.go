@@ -53,7 +53,7 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 		f.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	mk, unclean := readMarker(path)
+	mk, unclean, closed := readMarker(path)
 	closeMarker := func() {
 		if mk != nil {
 			mk.Close()
@@ -61,8 +61,11 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 	}
 	var rec *Recovered
 	sessions := 0
-	freelist := false
-	if st.Size() > 0 {
+	freelist, walked := false, false
+	if skip, compact := asClosed(f, st, closed, unclean); skip && !(mayCompact && compact) {
+		sessions, freelist = int(closed.sessions), true
+	} else if st.Size() > 0 {
+		walked = true
 		r, unmap := loadFile(f, inUse(f, st.Size()))
 		chk := verifyFile(r, st.Size(), unclean, !unclean)
 		unmap()
@@ -115,6 +118,8 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 	}
 	db := &DB{
 		path:    path,
+		file:    f,
+		walked:  walked,
 		marker:  mk,
 		cache:   newHistoryCache(opts.CacheSessions),
 		sensors: newSensorBuffer(opts.SensorFlush),
@@ -155,6 +160,38 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 		db.sweep = startSweeper(db, opts.SessionTTL)
 	}
 	return db, nil
+}
+
+// asClosed reports whether the file is exactly as the clean close that
+// recorded closed left it (the walk at open can then be skipped), and
+// whether that close found it worth compacting. Its newest valid meta page
+// must be the transaction the close wrote last, with its freelist written.
+func asClosed(f *os.File, st os.FileInfo, closed *closeRecord, unclean bool) (skip, compact bool) {
+	if unclean || closed == nil || st.Size() == 0 || !closed.unchanged(st) {
+		return false, false
+	}
+	metas, _ := readMetas(f, st.Size())
+	if len(metas) == 0 {
+		return false, false
+	}
+	m := metas[0]
+	if m.txid != closed.txid || m.freelist == noFreelist || m.pgid != closed.pages || int64(m.pgid)*int64(m.pageSize) > st.Size() {
+		return false, false
+	}
+	// bbolt reads the freelist page at open, and trusts it: it must be a
+	// freelist whose ids lie inside the file, each once, and none a meta
+	// page or the list's own.
+	w := newWalker(f, st.Size(), m, &checkVisitor{c: &fileCheck{}})
+	w.stopEarly = true
+	w.markSeen(0, 1)
+	w.checkFreelist(m.freelist)
+	if !w.stopped() {
+		w.checkFreeUnused(m.freelist)
+	}
+	if w.nProblems > 0 {
+		return false, false
+	}
+	return true, worthCompactingPages(closed.pages, closed.free, m.pageSize)
 }
 
 // markerPath is the file that says whether the last writer closed the

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/store"
@@ -406,6 +407,119 @@ func TestMarkerSaysOpenUntilCleanClose(t *testing.T) {
 	}
 	if !store.MarkerUnclean(path) {
 		t.Fatal("an earlier version's empty marker read as a clean stop")
+	}
+}
+
+// TestOpenTrustsOnlyTheFileItsCloseLeft: an open that finds the file exactly
+// as its last clean close left it skips the walk (the file was checked when
+// it was last opened, and every write since was one of bbolt's own
+// transactions), and still knows how many sessions it holds. Any change
+// since (its times touched), a marker from an earlier version, or a writer
+// that stopped without closing, and the open walks it again.
+func TestOpenTrustsOnlyTheFileItsCloseLeft(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	populate(t, path, 5)
+	open := func(want bool, why string) {
+		t.Helper()
+		db, err := store.Open(path, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := store.WalkedAtOpen(db); got != want {
+			t.Errorf("%s: walked %v, want %v", why, got, want)
+		}
+		if n := db.SessionCount(); n != 5 {
+			t.Errorf("%s: %d sessions, want 5", why, n)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open(false, "as the close left it")
+	open(false, "as the close left it, again")
+	now := time.Now()
+	if err := os.Chtimes(path, now, now); err != nil {
+		t.Fatal(err)
+	}
+	open(true, "times touched")
+	open(false, "closed since")
+	if err := os.WriteFile(path+".open", []byte("0"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open(true, "an earlier version's marker")
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.CrashForTest(db)
+	open(true, "after a stop without a close")
+}
+
+// TestDamageRightAfterACleanCloseIsFound: bytes written over a page at
+// once after a clean close, with the file's modification time put back,
+// are still found at the next open: the change time moved (no one can set
+// it back), also where it moves only at each timer tick, since the close
+// waited for the clock to pass it.
+func TestDamageRightAfterACleanCloseIsFound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	populate(t, path, 60)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smash(t, path, messagePage(t, path), 1)
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := openChild(t, path)
+	if err != nil {
+		t.Fatalf("the store crashed on a page damaged after a clean close: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(strings.TrimSpace(out), "recovered ") {
+		t.Fatalf("the damage was not found:\n%s", out)
+	}
+	if !store.SettleChangeTime(time.Now().UnixNano() - int64(time.Second)) {
+		t.Error("the clock did not pass a change time a second old")
+	}
+	if store.SettleChangeTime(time.Now().UnixNano() + int64(time.Hour)) {
+		t.Error("a change time an hour ahead (the clock set back) did not give up")
+	}
+}
+
+// TestDamagedFreelistAfterACleanCloseIsFound: the one page bbolt reads at
+// open besides the meta pages, the freelist a clean close writes, is
+// checked even when the file looks as its close left it (its times put
+// back here stand for damage the file system did not see).
+func TestDamagedFreelistAfterACleanCloseIsFound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perch.db")
+	populate(t, path, 20)
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := store.FreelistPageForTest(db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if pg < 2 {
+		t.Fatalf("no freelist page after a clean close: %d", pg)
+	}
+	marker, err := os.ReadFile(path + ".open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smash(t, path, int64(pg), 7)
+	// Put the marker's record back in line with the file as it is now,
+	// as if the damage had come without the file system's knowledge.
+	if err := os.WriteFile(path+".open", []byte(store.RecordFileForTest(t, string(marker), path)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := openChild(t, path)
+	if err != nil {
+		t.Fatalf("the store crashed on a damaged freelist: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(strings.TrimSpace(out), "recovered ") {
+		t.Fatalf("the damaged freelist was not found:\n%s", out)
 	}
 }
 

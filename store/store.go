@@ -59,6 +59,11 @@ type DB struct {
 	// (guard.go).
 	bolt *guardedBolt
 	path string
+	// file is the database file bbolt reads and writes (it closes it).
+	file *os.File
+	// walked says whether Open walked the file, or found it as its last
+	// clean close left it (marker.go).
+	walked bool
 	// marker says while the database is open that it is (marker.go).
 	marker *os.File
 
@@ -141,8 +146,10 @@ func (db *DB) Close() error {
 		db.idle.Wait()
 	}
 	db.mu.Unlock()
+	var closed *closeRecord
 	if db.damage.Load() == nil {
 		db.writeFreelist()
+		closed = db.closeRecord()
 	}
 	if err := db.bolt.Close(); err != nil {
 		return err
@@ -155,7 +162,10 @@ func (db *DB) Close() error {
 		// A store that met damage while running leaves the marker saying
 		// open: the next start checks every record.
 		if db.damage.Load() == nil {
-			writeMarker(db.marker, markerClean)
+			if closed != nil && !settleChangeTime(closed.ctime) {
+				closed = nil
+			}
+			writeClean(db.marker, closed)
 		}
 		db.marker.Close()
 	}
@@ -191,6 +201,37 @@ func (db *DB) writeFreelist() {
 		return meta.Put(keyCleanClose, binary.BigEndian.AppendUint64(nil, uint64(time.Now().Unix())))
 	})
 	db.bolt.NoFreelistSync = true
+}
+
+// closeRecord describes the file as the close leaves it, after its last
+// commit; nil when a part of it cannot be had (the next open then walks the
+// file, as after a close of an earlier version).
+func (db *DB) closeRecord() *closeRecord {
+	if db.file == nil || db.bolt.IsReadOnly() {
+		return nil
+	}
+	st, err := db.file.Stat()
+	if err != nil {
+		return nil
+	}
+	rec, ok := fileState(st)
+	if !ok {
+		return nil
+	}
+	// Free as bbolt's freelist counts them, which is what the walk at open
+	// would count, give or take the freelist's own pages.
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		rec.txid = uint64(tx.ID())
+		rec.pages = uint64(tx.Size()) / uint64(db.bolt.Info().PageSize)
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	stats := db.bolt.Stats()
+	rec.free = uint64(stats.FreePageN + stats.PendingPageN)
+	rec.sessions = db.sessions.Load()
+	return &rec
 }
 
 // txID is the id of bbolt's last committed transaction.
