@@ -16,8 +16,8 @@ func gatewayCommand() *Command {
 		Synopsis: "[--debug]",
 		Summary:  "run the gateway: HTTP API, web page, chat channels, cron",
 		Help: `Runs until interrupted (SIGINT, SIGTERM, or SIGHUP when its terminal goes away; run it under nohup to
-keep it past that), then stops cleanly and exits 0. A signal in its first millisecond, before it opens the database,
-ends it at once, with nothing open to close.
+keep it past that), then stops cleanly and exits 0. A signal in its first millisecond, before it
+opens the database, ends it at once, with nothing open to close.
 It exits 1 when it cannot start: a config error, a provider that cannot be created, a channel whose
 credential the platform rejects, or a busy port; the one line on stderr names the key to fix.
 
