@@ -471,13 +471,7 @@ func TestDamageRightAfterACleanCloseIsFound(t *testing.T) {
 	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := openChild(t, path)
-	if err != nil {
-		t.Fatalf("the store crashed on a page damaged after a clean close: %v\n%s", err, out)
-	}
-	if !strings.HasPrefix(strings.TrimSpace(out), "recovered ") {
-		t.Fatalf("the damage was not found:\n%s", out)
-	}
+	wantRecovered(t, path, "a page damaged after a clean close")
 	if !store.SettleChangeTime(time.Now().UnixNano() - int64(time.Second)) {
 		t.Error("the clock did not pass a change time a second old")
 	}
@@ -514,12 +508,19 @@ func TestDamagedFreelistAfterACleanCloseIsFound(t *testing.T) {
 	if err := os.WriteFile(path+".open", []byte(store.RecordFileForTest(t, string(marker), path)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	wantRecovered(t, path, "a damaged freelist")
+}
+
+// wantRecovered opens path in a child process and fails unless the open
+// survived what and set the file aside.
+func wantRecovered(t *testing.T, path, what string) {
+	t.Helper()
 	out, err := openChild(t, path)
 	if err != nil {
-		t.Fatalf("the store crashed on a damaged freelist: %v\n%s", err, out)
+		t.Fatalf("the store crashed on %s: %v\n%s", what, err, out)
 	}
 	if !strings.HasPrefix(strings.TrimSpace(out), "recovered ") {
-		t.Fatalf("the damaged freelist was not found:\n%s", out)
+		t.Fatalf("%s was not found:\n%s", what, out)
 	}
 }
 
