@@ -247,11 +247,14 @@ type ScanRequest struct {
 
 // Found is an address that answered, with the parts usually there.
 type Found struct {
-	Address int           `json:"address"`
-	Hex     string        `json:"hex"`
-	Busy    bool          `json:"busy,omitempty"`   // owned by a kernel driver (UU)
-	Driver  string        `json:"driver,omitempty"` // that driver, when sysfs names it
-	Parts   []sensor.Part `json:"parts"`
+	Address int    `json:"address"`
+	Hex     string `json:"hex"`
+	Busy    bool   `json:"busy,omitempty"`   // owned by a kernel driver (UU)
+	Driver  string `json:"driver,omitempty"` // that driver, when sysfs names it
+	// DriverBus is the bus the owned device is declared on when that is
+	// another bus a multiplexer joins to the scanned one.
+	DriverBus *int          `json:"driver_bus,omitempty"`
+	Parts     []sensor.Part `json:"parts"`
 }
 
 // ScanBody is the answer of POST /i2c/scan.
@@ -288,8 +291,11 @@ func (d Deps) scan(w http.ResponseWriter, r *http.Request) {
 		if parts == nil {
 			parts = []sensor.Part{}
 		}
-		body.Found = append(body.Found, Found{Address: addr, Hex: fmt.Sprintf("0x%02x", addr), Busy: busy,
-			Driver: res.Drivers[addr], Parts: parts})
+		f := Found{Address: addr, Hex: fmt.Sprintf("0x%02x", addr), Busy: busy, Driver: res.Drivers[addr], Parts: parts}
+		if on, ok := res.DriverBus[addr]; ok {
+			f.DriverBus = &on
+		}
+		body.Found = append(body.Found, f)
 	}
 	for _, a := range res.Found {
 		add(a, false)

@@ -218,6 +218,21 @@ func TestLatestAndScan(t *testing.T) {
 		!strings.Contains(scan.Text, "kernel driver rtc-ds1307 (to unbind it: echo 83-0068 > /sys/bus/i2c/drivers/rtc-ds1307/unbind)") {
 		t.Errorf("scan = %+v", scan)
 	}
+	// A device a driver owns behind a multiplexer on the bus is listed
+	// with the bus it is declared on, and the unbind command names it.
+	hwtest.I2CMux(t, 83, 84)
+	hwtest.I2CDriver(t, 84, 0x50, "at24")
+	scan = ScanBody{}
+	if code := f.get(t, "POST", "/i2c/scan", token, `{"bus":"83"}`, &scan); code != 200 {
+		t.Fatalf("scan = %d %+v", code, scan)
+	}
+	if f := scan.Found[len(scan.Found)-2]; f.Hex != "0x50" || !f.Busy || f.Driver != "at24" || f.DriverBus == nil || *f.DriverBus != 84 ||
+		!strings.Contains(scan.Text, "kernel driver at24 of the device on bus 84, behind a multiplexer on this bus (to unbind it: echo 84-0050 > /sys/bus/i2c/drivers/at24/unbind)") {
+		t.Errorf("scan = %+v", scan)
+	}
+	if f := scan.Found[len(scan.Found)-1]; f.Hex != "0x68" || f.DriverBus != nil {
+		t.Errorf("the bus's own driver: %+v", f)
+	}
 	var e struct{ Error string }
 	if code := f.get(t, "POST", "/i2c/scan", token, `{"bus":"99"}`, &e); code != 404 || !strings.Contains(e.Error, `unknown bus "99"`) {
 		t.Errorf("scan of a missing bus = %d %q", code, e.Error)

@@ -216,7 +216,12 @@ func ScanReport(r i2c.ScanResult) string {
 		for _, a := range r.Busy {
 			line := "- " + describe(a)
 			if drv := r.Drivers[a]; drv != "" {
-				line += fmt.Sprintf("; kernel driver %s (to unbind it: %s)", drv, r.Bus.UnbindCommand(a, drv))
+				if on, ok := r.DriverBus[a]; ok {
+					line += fmt.Sprintf("; kernel driver %s of the device on bus %d, behind a multiplexer on this bus (to unbind it: %s)",
+						drv, on, (&i2c.DriverError{Addr: a, Driver: drv, DeviceBus: on}).UnbindCommand())
+				} else {
+					line += fmt.Sprintf("; kernel driver %s (to unbind it: %s)", drv, r.Bus.UnbindCommand(a, drv))
+				}
 			}
 			sb.WriteString(line + "\n")
 		}

@@ -172,6 +172,49 @@ func I2CDriver(t testing.TB, bus, addr int, driver string) {
 	}
 }
 
+// I2CMux makes the fake sysfs say, as a board's does, that a multiplexer on
+// kernel bus parent joins buses children to it: each adapter directory
+// lies inside its parent's (devices/.../i2c-<parent>/i2c-<child>), and
+// bus/i2c/devices/i2c-<n> links to it. Call it once per parent, parents
+// first, for a tree several levels deep.
+func I2CMux(t testing.TB, parent int, children ...int) {
+	t.Helper()
+	sys := fakeSysfs(t)
+	devs := filepath.Join(sys, "bus", "i2c", "devices")
+	link := filepath.Join(devs, fmt.Sprintf("i2c-%d", parent))
+	dir, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		// A bus seen for the first time: a controller's adapter.
+		dir = filepath.Join(sys, "devices", "platform", fmt.Sprintf("%d.i2c", parent), fmt.Sprintf("i2c-%d", parent))
+		mkAdapter(t, dir, link)
+	}
+	for _, c := range children {
+		mkAdapter(t, filepath.Join(dir, fmt.Sprintf("i2c-%d", c)), filepath.Join(devs, fmt.Sprintf("i2c-%d", c)))
+	}
+}
+
+// mkAdapter makes an adapter's directory, with the links that lead back
+// up the tree and the i2c-dev class device's directory (i2c-dev/i2c-<n>,
+// not a bus) as sysfs has them, and the bus/i2c/devices link to it.
+func mkAdapter(t testing.TB, dir, link string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "i2c-dev", filepath.Base(dir)), 0o755); err != nil {
+		t.Fatalf("hwtest: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatalf("hwtest: %v", err)
+	}
+	rel, err := filepath.Rel(filepath.Dir(link), dir)
+	if err != nil {
+		t.Fatalf("hwtest: %v", err)
+	}
+	for name, target := range map[string]string{link: rel, filepath.Join(dir, "subsystem"): "../../../bus/i2c", filepath.Join(dir, "device"): ".."} {
+		if err := os.Symlink(target, name); err != nil {
+			t.Fatalf("hwtest: %v", err)
+		}
+	}
+}
+
 // I2CHeader makes the fake sysfs say, as a Raspberry Pi's device tree
 // does, that bus is the one on the pin header: the tree's i2c_arm label
 // names a controller node, and the bus's adapter links to it (of_node).

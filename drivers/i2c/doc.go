@@ -39,7 +39,14 @@
 // Reads are refused too, not only writes: a read with a register writes the
 // register byte first, and even a plain read can fall between the driver's
 // own transfers and leave the device or the driver in a state neither
-// expects. When sysfs cannot say (an unreadable entry), nothing is sent.
+// expects. A multiplexer (a PCA9548 joining eight channels to one bus) makes
+// each channel a bus of its own, whose adapter sysfs keeps inside its
+// parent's: as the kernel's check for I2C_SLAVE does, an address is refused
+// on a bus when a driver owns it on a channel behind that bus (however deep)
+// or on a bus above it, whose wires a channel's transfers go out on; the
+// error names the bus the device is declared on. Sibling channels are not
+// joined (the multiplexer connects one at a time). When sysfs cannot say (an
+// unreadable entry), nothing is sent.
 // Buses periph drives in user space (USB adapters, numbered -1) have no
 // kernel drivers and are not checked.
 //

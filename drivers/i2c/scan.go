@@ -49,6 +49,9 @@ type ScanResult struct {
 	// Drivers names the kernel driver of each Busy address sysfs names one
 	// for (JSON keys are the addresses in decimal).
 	Drivers map[int]string `json:"drivers,omitempty"`
+	// DriverBus is, for a Busy address whose device is declared on another
+	// bus that a multiplexer joins to this one, that bus's number.
+	DriverBus map[int]int `json:"driver_bus,omitempty"`
 	// Skipped lists the addresses not probed because the adapter cannot do
 	// the command that is safe there.
 	Skipped []int `json:"skipped,omitempty"`
@@ -86,7 +89,11 @@ func (b *Bus) Scan(ctx context.Context) (ScanResult, error) {
 		p = txProber{b.bus}
 	}
 	defer p.close()
-	res, err := scan(ctx, p, b.info.Driver)
+	owner, err := b.info.scanOwner()
+	if err != nil {
+		return ScanResult{Bus: b.info}, fmt.Errorf("i2c: scan bus %s: %w", b.info, err)
+	}
+	res, err := scan(ctx, p, b.info.Number, owner)
 	res.Bus = b.info
 	if err != nil {
 		return res, fmt.Errorf("i2c: scan bus %s: %w", b.info, err)
@@ -94,17 +101,31 @@ func (b *Bus) Scan(ctx context.Context) (ScanResult, error) {
 	return res, nil
 }
 
-// scan probes every address but those driver (BusInfo.Driver) names a kernel
-// driver for: a probe there, even a quick write, is a transfer in the middle
+// scanOwner is BusInfo.Owner for the addresses of one scan: the buses a
+// multiplexer joins to this one are looked up once.
+func (b BusInfo) scanOwner() (func(addr int) (string, int, error), error) {
+	if b.Number < 0 {
+		return b.Owner, nil
+	}
+	buses, err := muxRelatives(b.Number)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell which addresses kernel drivers own: %w", err)
+	}
+	buses = append([]int{b.Number}, buses...)
+	return func(addr int) (string, int, error) { return b.ownerAmong(buses, addr) }, nil
+}
+
+// scan probes every address of bus but those owner (BusInfo.Owner) names a
+// kernel driver for: a probe there, even a quick write, is a transfer in the middle
 // of the driver's, and on a bus periph drives through I2C_RDWR nothing else
 // would keep it off them.
-func scan(ctx context.Context, p prober, driver func(addr int) (string, error)) (ScanResult, error) {
+func scan(ctx context.Context, p prober, bus int, owner func(addr int) (string, int, error)) (ScanResult, error) {
 	res := ScanResult{Found: []int{}, Method: p.method()}
 	for addr := MinAddr; addr <= MaxAddr; addr++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		drv, err := driver(addr)
+		drv, on, err := owner(addr)
 		if err != nil {
 			return res, err
 		}
@@ -114,6 +135,12 @@ func scan(ctx context.Context, p prober, driver func(addr int) (string, error)) 
 				res.Drivers = map[int]string{}
 			}
 			res.Drivers[addr] = drv
+			if on != bus {
+				if res.DriverBus == nil {
+					res.DriverBus = map[int]int{}
+				}
+				res.DriverBus[addr] = on
+			}
 			continue
 		}
 		how, ok := p.probeFor(addr)

@@ -87,7 +87,7 @@ func TestKernelScanChoosesTheSafeProbePerAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scan(context.Background(), p, noDriver)
+	res, err := scan(context.Background(), p, 1, noDriver)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestKernelScanSkipsWhatTheAdapterCannotDoSafely(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scan(context.Background(), p, noDriver)
+	res, err := scan(context.Background(), p, 1, noDriver)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestKernelScanAbortsOnABrokenBus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = scan(context.Background(), p, noDriver)
+	_, err = scan(context.Background(), p, 1, noDriver)
 	if !errors.Is(err, errAbort) || !strings.Contains(err.Error(), "set address 0x03") {
 		t.Errorf("error %v", err)
 	}
@@ -184,4 +184,4 @@ func TestOpenSMBusMissingNode(t *testing.T) {
 }
 
 // noDriver is sysfs on a bus where no kernel driver owns an address.
-func noDriver(int) (string, error) { return "", nil }
+func noDriver(int) (string, int, error) { return "", -1, nil }

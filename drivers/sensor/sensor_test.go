@@ -658,4 +658,17 @@ func TestSensorAtADriversAddress(t *testing.T) {
 	if !st[1].OK {
 		t.Errorf("status of the sensor beside it %+v", st[1])
 	}
+	// The sht3x's address owned on a bus a multiplexer joins to this one:
+	// a read would reach that device too, so it is not made.
+	hwtest.I2CMux(t, 76, 77)
+	hwtest.I2CDriver(t, 77, 0x44, "sht3x")
+	st = set.Status()
+	if st[1].OK || st[1].Message != "bus 76 (FAKE-DRIVER-BUS) present, but 0x44 is in use by kernel driver sht3x "+
+		"(its device is declared on bus 77, behind a multiplexer on this one), so it is not read; read it through "+
+		"the kernel's interface, or unbind the driver: echo 77-0044 > /sys/bus/i2c/drivers/sht3x/unbind" {
+		t.Errorf("status %+v", st[1])
+	}
+	if _, err := set.Read(context.Background(), "bath"); !errors.Is(err, i2c.ErrBusy) {
+		t.Errorf("Read error %v, want ErrBusy", err)
+	}
 }

@@ -320,6 +320,7 @@ type Status struct {
 // that no kernel driver owns an I²C sensor's address. It sends nothing on
 // the wire.
 func (s *Set) Status() []Status {
+	var busy *i2c.DriverError
 	out := make([]Status, 0, len(s.specs))
 	for _, sp := range s.specs {
 		st := Status{Name: sp.Name, Type: sp.Type, Where: sp.Where(), OK: true}
@@ -336,12 +337,16 @@ func (s *Set) Status() []Status {
 			}
 		} else if info, err := i2c.Lookup(string(sp.Bus)); err != nil {
 			st.OK, st.Message = false, err.Error()
-		} else if drv, err := info.Driver(sp.address()); err != nil {
-			st.OK, st.Message = false, err.Error()
-		} else if drv != "" {
-			st.OK, st.Message = false, fmt.Sprintf("bus %s present, but %s is in use by kernel driver %s, "+
+		} else if err := info.CheckFree("read", sp.address()); errors.As(err, &busy) {
+			where := ""
+			if busy.DeviceBus != info.Number {
+				where = fmt.Sprintf(" (its device is declared on bus %d, behind a multiplexer on this one)", busy.DeviceBus)
+			}
+			st.OK, st.Message = false, fmt.Sprintf("bus %s present, but %s is in use by kernel driver %s%s, "+
 				"so it is not read; read it through the kernel's interface, or unbind the driver: %s",
-				info, Address(sp.address()), drv, info.UnbindCommand(sp.address(), drv))
+				info, Address(sp.address()), busy.Driver, where, busy.UnbindCommand())
+		} else if err != nil {
+			st.OK, st.Message = false, err.Error()
 		} else {
 			st.Message = "bus " + info.String() + " present"
 		}

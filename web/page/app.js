@@ -808,7 +808,7 @@
     t.appendChild(head);
     for (const f of r.found) {
       const tr = el('tr');
-      tr.appendChild(el('td', '', f.hex + (f.busy ? ' (in use by ' + (f.driver ? 'kernel driver ' + f.driver : 'the kernel') + '; not probed, reads and writes refused)' : '')));
+      tr.appendChild(el('td', '', f.hex + (f.busy ? ' (in use by ' + (f.driver ? 'kernel driver ' + f.driver + (f.driver_bus != null ? ' on bus ' + f.driver_bus + ', behind a multiplexer' : '') : 'the kernel') + '; not probed, reads and writes refused)' : '')));
       tr.appendChild(el('td', '', f.parts.length ? f.parts.map((p) => p.name + (p.type ? ' — sensor type ' + p.type : '')).join(' or ') : 'unknown part'));
       t.appendChild(tr);
     }
