@@ -88,7 +88,7 @@ func readDS18B20(dir, id string) ([]Value, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ds18b20 %s: %w", id, err)
 	}
-	return []Value{{Temperature, round(float64(milli)/1000, 2), "°C"}}, nil
+	return []Value{{Quantity: Temperature, Value: round(float64(milli)/1000, 2), Unit: "°C"}}, nil
 }
 
 func parseW1Slave(s string) (int, error) {

@@ -56,13 +56,23 @@ type Value struct {
 	Quantity string  `json:"quantity"`
 	Value    float64 `json:"value"`
 	Unit     string  `json:"unit"`
+	// AtLeast says the part read its highest value: the quantity is this
+	// or more (a light sensor in direct sun).
+	AtLeast bool `json:"at_least,omitempty"`
 }
 
-// String returns e.g. "temperature 23.72 °C".
+// String returns e.g. "temperature 23.72 °C", with the precision the
+// parts resolve (whole lux for light).
 func (v Value) String() string {
 	prec := 2
-	if v.Quantity == Humidity || v.Quantity == Illuminance {
+	switch v.Quantity {
+	case Humidity:
 		prec = 1
+	case Illuminance:
+		prec = 0
+	}
+	if v.AtLeast {
+		return fmt.Sprintf("%s at least %.*f %s (the sensor's ceiling: brighter reads the same)", v.Quantity, prec, v.Value, v.Unit)
 	}
 	return fmt.Sprintf("%s %.*f %s", v.Quantity, prec, v.Value, v.Unit)
 }
@@ -83,11 +93,11 @@ func readBMx280(_ context.Context, b i2c.Bus, addr int) ([]Value, string, error)
 	}
 	chip := strings.SplitN(dev.String(), "{", 2)[0] // "BME280{bus(118)}"
 	vals := []Value{
-		{Temperature, round(e.Temperature.Celsius(), 2), "°C"},
-		{Pressure, round(float64(e.Pressure)/float64(100*physic.Pascal), 2), "hPa"},
+		{Quantity: Temperature, Value: round(e.Temperature.Celsius(), 2), Unit: "°C"},
+		{Quantity: Pressure, Value: round(float64(e.Pressure)/float64(100*physic.Pascal), 2), Unit: "hPa"},
 	}
 	if chip == "BME280" {
-		vals = append(vals, Value{Humidity, round(float64(e.Humidity)/float64(physic.PercentRH), 1), "%"})
+		vals = append(vals, Value{Quantity: Humidity, Value: round(float64(e.Humidity)/float64(physic.PercentRH), 1), Unit: "%"})
 	}
 	return vals, chip, nil
 }
@@ -101,8 +111,15 @@ func readBH1750(_ context.Context, b i2c.Bus, addr int) ([]Value, string, error)
 	if err != nil {
 		return nil, "", err
 	}
-	return []Value{{Illuminance, round(float64(lux)/float64(physic.Lumen), 1), "lx"}}, "BH1750", nil
+	v := Value{Quantity: Illuminance, Value: math.Floor(float64(lux) / float64(physic.Lumen)), Unit: "lx"}
+	v.AtLeast = v.Value >= bh1750Ceiling
+	return []Value{v}, "BH1750", nil
 }
+
+// bh1750Ceiling is the highest illuminance the BH1750 reports in the
+// high-resolution mode periph's driver uses: 65535 counts / 1.2, whole lux
+// as the driver gives it. Direct sunlight (30,000–100,000 lx) reaches it.
+const bh1750Ceiling = 54612
 
 // sht3xMeasureTime is the longest a high-repeatability single shot takes
 // (datasheet table 4: 15.5 ms).
@@ -133,8 +150,8 @@ func readSHT3x(ctx context.Context, b i2c.Bus, addr int) ([]Value, string, error
 	rawT := float64(uint16(r[0])<<8 | uint16(r[1]))
 	rawH := float64(uint16(r[3])<<8 | uint16(r[4]))
 	return []Value{
-		{Temperature, round(-45+175*rawT/65535, 2), "°C"},
-		{Humidity, round(100*rawH/65535, 1), "%"},
+		{Quantity: Temperature, Value: round(-45+175*rawT/65535, 2), Unit: "°C"},
+		{Quantity: Humidity, Value: round(100*rawH/65535, 1), Unit: "%"},
 	}, "SHT3x", nil
 }
 

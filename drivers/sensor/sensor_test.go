@@ -155,6 +155,18 @@ func bme280Ops(addr uint16, chipID byte) []i2ctest.IO {
 		i2ctest.IO{Addr: addr, W: []byte{0xf7}, R: []byte{0x4a, 0x52, 0xc0, 0x80, 0x96, 0xc0}})
 }
 
+// bh1750Ops is what periph's driver sends for one reading at 0x23: power
+// on, continuous high resolution, reset, the mode again, then the count.
+func bh1750Ops(hi, lo byte) []i2ctest.IO {
+	return []i2ctest.IO{
+		{Addr: 0x23, W: []byte{0x07}},
+		{Addr: 0x23, W: []byte{0x10}},
+		{Addr: 0x23, W: []byte{0x07}},
+		{Addr: 0x23, W: []byte{0x10}},
+		{Addr: 0x23, W: []byte{0x10}, R: []byte{hi, lo}},
+	}
+}
+
 func TestReadPlayback(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -169,7 +181,7 @@ func TestReadPlayback(t *testing.T) {
 			spec:  Spec{Name: "kitchen", Type: "bme280", Address: 0x76},
 			ops:   bme280Ops(0x76, 0x60),
 			chip:  "BME280",
-			want:  []Value{{Temperature, 23.72, "°C"}, {Pressure, 1009.43, "hPa"}, {Humidity, 65.3, "%"}},
+			want:  []Value{{Quantity: Temperature, Value: 23.72, Unit: "°C"}, {Quantity: Pressure, Value: 1009.43, Unit: "hPa"}, {Quantity: Humidity, Value: 65.3, Unit: "%"}},
 			lines: "kitchen: temperature 23.72 °C, pressure 1009.43 hPa, humidity 65.3 %",
 		},
 		{
@@ -177,7 +189,7 @@ func TestReadPlayback(t *testing.T) {
 			spec: Spec{Name: "attic", Type: "bmp280", Address: 0x77},
 			ops:  bme280Ops(0x77, 0x58),
 			chip: "BMP280",
-			want: []Value{{Temperature, 23.72, "°C"}, {Pressure, 1009.43, "hPa"}},
+			want: []Value{{Quantity: Temperature, Value: 23.72, Unit: "°C"}, {Quantity: Pressure, Value: 1009.43, Unit: "hPa"}},
 		},
 		{
 			// A board sold as BME280 that carries a BMP280: no humidity,
@@ -186,7 +198,7 @@ func TestReadPlayback(t *testing.T) {
 			spec: Spec{Name: "cheap", Type: "bme280"},
 			ops:  bme280Ops(0x76, 0x58),
 			chip: "BMP280",
-			want: []Value{{Temperature, 23.72, "°C"}, {Pressure, 1009.43, "hPa"}},
+			want: []Value{{Quantity: Temperature, Value: 23.72, Unit: "°C"}, {Quantity: Pressure, Value: 1009.43, Unit: "hPa"}},
 		},
 		{
 			// Single shot, high repeatability, no clock stretching; the
@@ -198,25 +210,38 @@ func TestReadPlayback(t *testing.T) {
 				{Addr: 0x45, R: []byte{0x66, 0x66, 0x93, 0x80, 0x00, 0xa2}},
 			},
 			chip:  "SHT3x",
-			want:  []Value{{Temperature, 25.0, "°C"}, {Humidity, 50.0, "%"}},
+			want:  []Value{{Quantity: Temperature, Value: 25.0, Unit: "°C"}, {Quantity: Humidity, Value: 50.0, Unit: "%"}},
 			lines: "bath: temperature 25.00 °C, humidity 50.0 %",
 		},
 		{
 			// periph's driver: power on, continuous high resolution, reset,
 			// then a measurement of 400 counts = 333.3 lx, which periph
 			// truncates to whole lux (the mode's resolution is 1 lx).
-			name: "bh1750",
-			spec: Spec{Name: "desk", Type: "bh1750"},
-			ops: []i2ctest.IO{
-				{Addr: 0x23, W: []byte{0x07}},
-				{Addr: 0x23, W: []byte{0x10}},
-				{Addr: 0x23, W: []byte{0x07}},
-				{Addr: 0x23, W: []byte{0x10}},
-				{Addr: 0x23, W: []byte{0x10}, R: []byte{0x01, 0x90}},
-			},
+			name:  "bh1750",
+			spec:  Spec{Name: "desk", Type: "bh1750"},
+			ops:   bh1750Ops(0x01, 0x90),
 			chip:  "BH1750",
-			want:  []Value{{Illuminance, 333, "lx"}},
-			lines: "desk: illuminance 333.0 lx",
+			want:  []Value{{Quantity: Illuminance, Value: 333, Unit: "lx"}},
+			lines: "desk: illuminance 333 lx",
+		},
+		{
+			// Direct sun: the counter's highest value, which any
+			// brighter light reads too.
+			name:  "bh1750 at its ceiling",
+			spec:  Spec{Name: "window", Type: "bh1750"},
+			ops:   bh1750Ops(0xff, 0xff),
+			chip:  "BH1750",
+			want:  []Value{{Quantity: Illuminance, Value: 54612, Unit: "lx", AtLeast: true}},
+			lines: "window: illuminance at least 54612 lx (the sensor's ceiling: brighter reads the same)",
+		},
+		{
+			// One count below it is a measurement like any other.
+			name:  "bh1750 just below its ceiling",
+			spec:  Spec{Name: "window", Type: "bh1750"},
+			ops:   bh1750Ops(0xff, 0xfd),
+			chip:  "BH1750",
+			want:  []Value{{Quantity: Illuminance, Value: 54610, Unit: "lx"}},
+			lines: "window: illuminance 54610 lx",
 		},
 	}
 	for i, tt := range tests {
@@ -304,7 +329,7 @@ func TestDS18B20(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []Value{{Temperature, tt.want, "°C"}}
+			want := []Value{{Quantity: Temperature, Value: tt.want, Unit: "°C"}}
 			if !reflect.DeepEqual(r.Values, want) || r.Chip != "DS18B20" {
 				t.Errorf("reading %+v, want %+v", r, want)
 			}
@@ -415,7 +440,7 @@ func TestSuggest(t *testing.T) {
 
 func TestValueString(t *testing.T) {
 	var b bytes.Buffer
-	for _, v := range []Value{{Temperature, -3.456, "°C"}, {Humidity, 40.04, "%"}, {Pressure, 1013.25, "hPa"}} {
+	for _, v := range []Value{{Quantity: Temperature, Value: -3.456, Unit: "°C"}, {Quantity: Humidity, Value: 40.04, Unit: "%"}, {Quantity: Pressure, Value: 1013.25, Unit: "hPa"}} {
 		b.WriteString(v.String() + "; ")
 	}
 	if got := b.String(); got != "temperature -3.46 °C; humidity 40.0 %; pressure 1013.25 hPa; " {

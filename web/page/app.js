@@ -575,7 +575,10 @@
       for (const v of s.values || []) {
         const d = el('div', 'value');
         d.dataset.quantity = v.quantity;
-        d.appendChild(document.createTextNode(fmtValue(v.quantity, v.value)));
+        // at_least: the part read its highest value (a light sensor in
+        // direct sun), so the quantity is that or more.
+        d.appendChild(document.createTextNode((v.at_least ? '≥ ' : '') + fmtValue(v.quantity, v.value)));
+        if (v.at_least) d.title = "the sensor's ceiling: brighter light reads the same";
         d.appendChild(el('small', '', v.unit));
         d.appendChild(el('span', 'q', v.quantity));
         vals.appendChild(d);
