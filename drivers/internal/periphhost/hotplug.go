@@ -2,8 +2,9 @@ package periphhost
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,39 +80,56 @@ func SyncI2C() {
 	_ = Init()
 	syncMu.Lock()
 	defer syncMu.Unlock()
-	nodes, _ := filepath.Glob(filepath.Join(devDir, "i2c-*"))
-	present := map[int]bool{}
-	for _, p := range nodes {
-		if n, ok := kernelI2C("/dev/" + filepath.Base(p)); ok {
-			present[n] = true
-		}
-	}
+	var registered []string
 	for _, r := range i2creg.All() {
-		n, ok := kernelI2C(r.Name)
-		if !ok || fakes[r.Name] {
-			continue
-		}
-		if present[n] {
-			delete(present, n)
-		} else {
-			_ = i2creg.Unregister(r.Name)
-		}
+		registered = append(registered, r.Name)
 	}
-	added := make([]int, 0, len(present))
-	for n := range present {
-		added = append(added, n)
+	isKernel := func(name string) bool { _, ok := kernelI2C(name); return ok }
+	byNumber := func(a, b string) int {
+		na, _ := kernelI2C(a)
+		nb, _ := kernelI2C(b)
+		return na - nb
 	}
-	sort.Ints(added)
-	for _, n := range added {
+	syncNodes("i2c-*", isKernel, byNumber, registered, i2creg.Unregister, func(name string) {
+		n, _ := kernelI2C(name)
 		open := func() (i2c.BusCloser, error) { return sysfs.NewI2C(n) }
 		// A failure means the number is taken by a bus of another name;
 		// that bus keeps it.
-		_ = i2creg.Register(fmt.Sprintf("/dev/i2c-%d", n), []string{fmt.Sprintf("I2C%d", n)}, n, open)
-	}
+		_ = i2creg.Register(name, []string{fmt.Sprintf("I2C%d", n)}, n, open)
+	})
 	for _, r := range i2creg.All() {
 		if n, ok := kernelI2C(r.Name); ok {
 			seenI2C[n] = true
 		}
+	}
+}
+
+// syncNodes brings a registry in line with the device nodes under devDir
+// that match pattern: of the registered names that are kernel nodes'
+// (isKernel) and not tests' fakes, those whose node is gone are
+// unregistered; nodes not registered yet are registered, in order. The
+// caller holds syncMu.
+func syncNodes(pattern string, isKernel func(name string) bool, order func(a, b string) int,
+	registered []string, unregister func(name string) error, register func(name string)) {
+	nodes, _ := filepath.Glob(filepath.Join(devDir, pattern))
+	present := map[string]bool{}
+	for _, p := range nodes {
+		if name := "/dev/" + filepath.Base(p); isKernel(name) {
+			present[name] = true
+		}
+	}
+	for _, name := range registered {
+		if !isKernel(name) || fakes[name] {
+			continue
+		}
+		if present[name] {
+			delete(present, name)
+		} else {
+			_ = unregister(name)
+		}
+	}
+	for _, name := range slices.SortedFunc(maps.Keys(present), order) {
+		register(name)
 	}
 }
 
@@ -152,30 +170,12 @@ func SyncSPI() {
 	_ = Init()
 	syncMu.Lock()
 	defer syncMu.Unlock()
-	nodes, _ := filepath.Glob(filepath.Join(devDir, "spidev*"))
-	present := map[string]bool{}
-	for _, p := range nodes {
-		name := "/dev/" + filepath.Base(p)
-		if _, _, ok := kernelSPI(name); ok {
-			present[name] = true
-		}
-	}
+	var registered []string
 	for _, r := range spireg.All() {
-		if _, _, ok := kernelSPI(r.Name); !ok || fakes[r.Name] {
-			continue
-		}
-		if present[r.Name] {
-			delete(present, r.Name)
-		} else {
-			_ = spireg.Unregister(r.Name)
-		}
+		registered = append(registered, r.Name)
 	}
-	added := make([]string, 0, len(present))
-	for name := range present {
-		added = append(added, name)
-	}
-	sort.Strings(added)
-	for _, name := range added {
+	isKernel := func(name string) bool { _, _, ok := kernelSPI(name); return ok }
+	syncNodes("spidev*", isKernel, strings.Compare, registered, spireg.Unregister, func(name string) {
 		bus, cs, _ := kernelSPI(name)
 		// periph numbers a port by its bus only at chip select 0.
 		number := -1
@@ -184,5 +184,5 @@ func SyncSPI() {
 		}
 		open := func() (spi.PortCloser, error) { return sysfs.NewSPI(bus, cs) }
 		_ = spireg.Register(name, []string{fmt.Sprintf("SPI%d.%d", bus, cs)}, number, open)
-	}
+	})
 }
