@@ -87,11 +87,15 @@ func (b BusInfo) Owner(addr int) (driver string, deviceBus int, err error) {
 		return "", -1, nil
 	}
 	buses, err := muxRelatives(b.Number)
-	if err == nil {
-		return b.ownerAmong(append([]int{b.Number}, buses...), addr)
+	if err != nil {
+		return "", -1, b.cannotTell(addr, err)
 	}
-	return "", -1, fmt.Errorf("i2c: cannot tell whether a kernel driver owns 0x%02x on bus %s, so nothing is sent to it: %w",
-		addr, b, err)
+	return b.ownerAmong(append([]int{b.Number}, buses...), addr)
+}
+
+// cannotTell is the refusal when sysfs cannot say who owns addr.
+func (b BusInfo) cannotTell(addr int, err error) error {
+	return fmt.Errorf("i2c: cannot tell whether a kernel driver owns 0x%02x on bus %s, so nothing is sent to it: %w", addr, b, err)
 }
 
 // ownerAmong returns the first of buses on which a kernel driver owns addr.
@@ -99,8 +103,7 @@ func (b BusInfo) ownerAmong(buses []int, addr int) (string, int, error) {
 	for _, n := range buses {
 		drv, err := driverOf(n, addr)
 		if err != nil {
-			return "", -1, fmt.Errorf("i2c: cannot tell whether a kernel driver owns 0x%02x on bus %s, so nothing is sent to it: %w",
-				addr, b, err)
+			return "", -1, b.cannotTell(addr, err)
 		}
 		if drv != "" {
 			return drv, n, nil
