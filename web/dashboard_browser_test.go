@@ -80,12 +80,14 @@ func (f *fakeUSB) plug(t *testing.T, name string) {
 }
 
 // board is a gateway with a provider, one SHT3x sensor on a playback bus
-// (read once, by the sampler at start) holding a day of stored history, and
-// USB devices watched through recorded events.
+// (read once, by the sampler at start) holding a day of stored history, a
+// BH1750 in direct sun on another, and USB devices watched through recorded
+// events.
 type board struct {
-	g    *appliancetest.Gateway
-	fake *providertest.Server
-	usb  *fakeUSB
+	g     *appliancetest.Gateway
+	fake  *providertest.Server
+	usb   *fakeUSB
+	muxed int // the bus a multiplexer joins to the sensor's
 }
 
 var busSeq = 90
@@ -105,10 +107,27 @@ func startBoard(t *testing.T) *board {
 	}})
 	// An RTC the kernel drives at 0x68: the scan lists it without probing it.
 	hwtest.I2CDriver(t, busSeq, 0x68, "rtc-ds1307")
+	// An EEPROM the kernel drives behind a multiplexer on the same bus: the
+	// scan lists its address as in use, naming the bus it is on.
+	hwtest.I2CMux(t, busSeq, busSeq+100)
+	hwtest.I2CDriver(t, busSeq+100, 0x50, "at24")
 	// The device tree puts it on the pin header: the list says so.
 	hwtest.I2CHeader(t, busSeq)
+	// A BH1750 in direct sun on a bus of its own, read once at start: the
+	// counter's ceiling.
+	lux := fmt.Sprintf("FAKE-DASH-LUX-%d", busSeq)
+	hwtest.I2C(t, lux, nil, busSeq+200, &i2ctest.Playback{DontPanic: true, Ops: []i2ctest.IO{
+		{Addr: 0x23, W: []byte{0x07}},
+		{Addr: 0x23, W: []byte{0x10}},
+		{Addr: 0x23, W: []byte{0x07}},
+		{Addr: 0x23, W: []byte{0x10}},
+		{Addr: 0x23, W: []byte{0x10}, R: []byte{0xff, 0xff}},
+	}})
 	cfg := gatewayConfig(fake.Base())
-	cfg["sensors"] = map[string]any{"sample_seconds": 3600, "parts": []any{map[string]any{"name": "greenhouse", "type": "sht3x", "bus": bus}}}
+	cfg["sensors"] = map[string]any{"sample_seconds": 3600, "parts": []any{
+		map[string]any{"name": "greenhouse", "type": "sht3x", "bus": bus},
+		map[string]any{"name": "window", "type": "bh1750", "bus": lux},
+	}}
 	cfg["devices"] = map[string]any{"enabled": true, "monitor_usb": true}
 	l := newFakeUSB()
 	g := appliancetest.StartWith(t, cfg, appliancetest.Options{Prepare: func(s *appliance.System) {
@@ -135,7 +154,7 @@ func startBoard(t *testing.T) *board {
 			t.Fatal(err)
 		}
 	}})
-	return &board{g: g, fake: fake, usb: l}
+	return &board{g: g, fake: fake, usb: l, muxed: busSeq + 100}
 }
 
 // open loads the page at width w and gives the token when asked.
@@ -290,6 +309,9 @@ func TestBrowserDashboard(t *testing.T) {
 			if txt := eval[string](t, ctx, `document.querySelector('#i2c-buses .scan-out').textContent`); !strings.Contains(txt, "0x68 (in use by kernel driver rtc-ds1307; not probed, reads and writes refused)") {
 				t.Errorf("the scan does not show the kernel's RTC as in use: %q", txt)
 			}
+			if txt := eval[string](t, ctx, `document.querySelector('#i2c-buses .scan-out').textContent`); !strings.Contains(txt, fmt.Sprintf("0x50 (in use by kernel driver at24 on bus %d, behind a multiplexer; not probed, reads and writes refused)", b.muxed)) {
+				t.Errorf("the scan does not show the EEPROM behind the multiplexer as in use: %q", txt)
+			}
 			if w == 360 {
 				noOverflow(t, ctx, "Devices")
 			}
@@ -308,7 +330,21 @@ func TestBrowserDashboard(t *testing.T) {
 			if a := eval[string](t, ctx, `document.querySelector('.card.sensor .age').textContent`); a != "measured just now" {
 				t.Errorf("age shown as %q", a)
 			}
-			waitFor(t, ctx, "a chart per quantity", `document.querySelectorAll('#charts .chart canvas').length === 2`)
+			// Light at the sensor's ceiling reads as "this or more".
+			waitFor(t, ctx, "the light sensor's card", `document.querySelector('.card.sensor[data-sensor=window] .value[data-quantity=illuminance]') !== null`)
+			if v := eval[string](t, ctx, `document.querySelector('.card.sensor[data-sensor=window] .value').textContent`); v != "≥ 54612lxilluminance" {
+				t.Errorf("light at the ceiling shown as %q", v)
+			}
+			if v := eval[string](t, ctx, `document.querySelector('.card.sensor[data-sensor=window] .value').title`); !strings.Contains(v, "the sensor's ceiling") {
+				t.Errorf("light at the ceiling titled %q", v)
+			}
+			waitFor(t, ctx, "a chart per quantity", `document.querySelectorAll('#charts .chart canvas').length === 3`)
+			// The light sensor's one reading shows on the last hour of the
+			// day's axis, not on a span of years.
+			waitFor(t, ctx, "the light chart's axis", `document.querySelector('#charts .chart[data-quantity=illuminance]').dataset.seconds !== undefined`)
+			if s := eval[string](t, ctx, `document.querySelector('#charts .chart[data-quantity=illuminance]').dataset.seconds`); s != "3600" {
+				t.Errorf("the light chart's time axis spans %s s, want the last hour (3600)", s)
+			}
 			// The chart holds the stored day: about 288 five-minute points.
 			pts := eval[int](t, ctx, `(() => { const c = document.querySelector('#charts .chart[data-quantity=temperature] canvas'); return c ? c.width : 0 })()`)
 			if pts < 150 {
@@ -319,7 +355,7 @@ func TestBrowserDashboard(t *testing.T) {
 			}
 			shot(t, ctx, w, name("sensors"))
 			step(t, ctx, "show a week", chromedp.Click(`#range button[data-range="7d"]`))
-			waitFor(t, ctx, "the week's charts", `document.querySelector('#range button[data-range="7d"]').getAttribute('aria-pressed') === 'true' && document.querySelectorAll('#charts .chart canvas').length === 2`)
+			waitFor(t, ctx, "the week's charts", `document.querySelector('#range button[data-range="7d"]').getAttribute('aria-pressed') === 'true' && document.querySelectorAll('#charts .chart canvas').length === 3`)
 
 			// Schedules: add with a preview, disable, remove.
 			tab(t, ctx, "jobs")
@@ -361,7 +397,7 @@ func TestBrowserDashboard(t *testing.T) {
 			waitFor(t, ctx, "the readiness", `document.getElementById('ready-summary').textContent === 'Perch is ready.'`)
 			txt := eval[string](t, ctx, `document.getElementById('panel-system').textContent`)
 			waitFor(t, ctx, "the stream's status", `document.getElementById('channel-list').textContent.includes('1 page open')`)
-			for _, want := range []string{"Language model", "Database", "Sensors", "Sensor history", "1 sensor sampled every 1 hour", "USB devices", "This web page", "Version", "Memory", "Disk", "free of", "Up for"} {
+			for _, want := range []string{"Language model", "Database", "Sensors", "Sensor history", "2 sensors sampled every 1 hour", "USB devices", "This web page", "Version", "Memory", "Disk", "free of", "Up for"} {
 				if !strings.Contains(txt, want) {
 					t.Errorf("the System panel lacks %q", want)
 				}

@@ -646,6 +646,33 @@
     for (const [q, g] of sortedQty) box.appendChild(chart(q, g));
   }
 
+  const RANGE_SECONDS = { '24h': 86400, '7d': 7 * 86400, '1y': 365 * 86400 };
+
+  // timeRange is the time axis: the data's span, but at least a 24th of the
+  // chosen range, ending now. A sensor's first reading is one point, which
+  // the chart library would spread over a thousand days (it passes that
+  // span in min and max, so the data's own is read here).
+  function timeRange(u, min, max) {
+    const ts = u.data[0] || [];
+    const least = (RANGE_SECONDS[range] || 86400) / 24;
+    if (!ts.length || ts[ts.length - 1] - ts[0] >= least) return [min, max];
+    const end = Math.max(ts[ts.length - 1], Date.now() / 1000);
+    return [Math.min(ts[0], end - least), end];
+  }
+
+  // labelWidth sizes the value axis to its widest label (a light sensor's
+  // 54612 is wider than a temperature's 21.5).
+  function labelWidth(u, values, axisIdx, cycleNum) {
+    const axis = u.axes[axisIdx];
+    if (cycleNum > 1 && axis._size) return axis._size;
+    let widest = 0;
+    if (values && values.length) {
+      u.ctx.font = axis.font[0];
+      for (const v of values) widest = Math.max(widest, u.ctx.measureText(v).width / devicePixelRatio);
+    }
+    return Math.max(44, Math.ceil(widest + axis.ticks.size + axis.gap + 4));
+  }
+
   function chart(q, g) {
     const wrap = el('figure', 'chart');
     wrap.style.margin = '0';
@@ -679,13 +706,16 @@
     const fmt = (v) => v === null || v === undefined ? '–' : fmtValue(q, v);
     const opts = {
       width: 300, height: 190, legend: { show: false }, bands, series,
-      scales: { x: { time: true } },
+      scales: { x: { time: true, range: timeRange } },
       axes: [
         { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid } },
-        { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, size: 44, values: (u, vals) => vals.map((v) => fmtValue(q, v)) },
+        { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, size: labelWidth, values: (u, vals) => vals.map((v) => fmtValue(q, v)) },
       ],
       cursor: { drag: { x: false, y: false } },
       hooks: {
+        // The time axis's span in seconds, which the canvas does not show
+        // to the page's tests.
+        setScale: [(u, key) => { if (key === 'x') wrap.dataset.seconds = String(Math.round(u.scales.x.max - u.scales.x.min)); }],
         setCursor: [(u) => {
           const i = u.cursor.idx;
           if (i === null || i === undefined) { readout.textContent = hint; return; }
