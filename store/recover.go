@@ -239,5 +239,9 @@ func (db *DB) Health() (ok bool, message string) {
 	if r := db.Recovered(); r != nil {
 		return true, r.Message()
 	}
-	return true, fmt.Sprintf("%d sessions, %d KiB", db.SessionCount(), db.Size()>>10)
+	n, noun := db.SessionCount(), "sessions"
+	if n == 1 {
+		noun = "session"
+	}
+	return true, fmt.Sprintf("%d %s, %d KiB", n, noun, db.Size()>>10)
 }

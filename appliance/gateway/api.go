@@ -204,6 +204,7 @@ func (s *Server) adminStatus(d Deps, sessions *sessionList) http.HandlerFunc {
 		}
 		out := map[string]any{
 			"uptime":            FormatUptime(s.Uptime()),
+			"uptime_seconds":    int64(s.Uptime() / time.Second),
 			"ready":             ready,
 			"version":           version.Get().Version,
 			"active_sessions":   st.ActiveSessions,

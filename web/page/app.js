@@ -230,6 +230,8 @@
     if (name === 'chat') { chatBadge(0); markRead(); }
     if (name === 'devices') { $('devices-badge').hidden = true; devicesSeen = 0; }
     if (name === 'sensors') drawCharts();
+    // The stream's status comes every 30 s: the panel opened shows now's.
+    if (name === 'system') loadStatus(true);
   }
   for (const b of $('tabs').querySelectorAll('button')) b.addEventListener('click', () => show(b.dataset.panel));
   $('state').addEventListener('click', () => show('system'));
@@ -1057,9 +1059,11 @@
     if (n >= 1024 ** 2) return (n / 1024 ** 2).toFixed(n >= 10 * 1024 ** 2 ? 0 : 1) + ' MiB';
     return Math.max(1, Math.round(n / 1024)) + ' KiB';
   }
-  function applyStatus(st, fromStream) {
+  // applyStatus shows a status: the stream's, or one the page asked for,
+  // which gives way to the stream's unless it was asked for as fresher.
+  function applyStatus(st, fromStream, fresher) {
     if (fromStream) streamed = true;
-    else if (streamed) return;
+    else if (streamed && !fresher) return;
     status = st;
     applyReadiness(st.ready, st.checks || [], st.model);
     const f = $('figures');
@@ -1147,12 +1151,12 @@
   $('show-service').addEventListener('click', () => showCommand('/admin/service', 'the service status'));
   $('show-logs').addEventListener('click', () => showCommand('/admin/logs', 'the logs'));
 
-  async function loadStatus() {
+  async function loadStatus(fresher) {
     try {
       const st = await authed('GET', '/admin/status');
       // /admin/status carries the figures; the checks come with the stream.
       const r = await authed('GET', '/ready').catch((e) => e.data || { checks: {} });
-      applyStatus(Object.assign({}, st, { checks: Object.values((r && r.checks) || {}) }));
+      applyStatus(Object.assign({}, st, { checks: Object.values((r && r.checks) || {}) }), false, fresher);
     } catch (e) { /* the stream brings it */ }
   }
 
