@@ -218,9 +218,9 @@ func ScanReport(r i2c.ScanResult) string {
 			if drv := r.Drivers[a]; drv != "" {
 				if on, ok := r.DriverBus[a]; ok {
 					line += fmt.Sprintf("; kernel driver %s of the device on bus %d, behind a multiplexer on this bus (to unbind it: %s)",
-						drv, on, (&i2c.DriverError{Addr: a, Driver: drv, DeviceBus: on}).UnbindCommand())
+						drv, on, r.UnbindCommand(a))
 				} else {
-					line += fmt.Sprintf("; kernel driver %s (to unbind it: %s)", drv, r.Bus.UnbindCommand(a, drv))
+					line += fmt.Sprintf("; kernel driver %s (to unbind it: %s)", drv, r.UnbindCommand(a))
 				}
 			}
 			sb.WriteString(line + "\n")

@@ -59,6 +59,16 @@ type ScanResult struct {
 	Method string `json:"method"`
 }
 
+// UnbindCommand is the shell command that detaches the driver of Busy
+// address addr from its device, on this bus or the one DriverBus names.
+func (r ScanResult) UnbindCommand(addr int) string {
+	bus := r.Bus.Number
+	if on, ok := r.DriverBus[addr]; ok {
+		bus = on
+	}
+	return unbindCommand(bus, addr, r.Drivers[addr])
+}
+
 // prober sends the probes of one scan.
 type prober interface {
 	// probeFor returns how addr is probed, or false to skip it.
