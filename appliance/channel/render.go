@@ -163,7 +163,16 @@ func spanAt(s string, i int) (span, bool) {
 		}
 	case strings.HasPrefix(rest, "**") || strings.HasPrefix(rest, "__") || strings.HasPrefix(rest, "~~"):
 		if j := closing(rest[2:], rest[:2]); j > 0 {
-			return span{marker: rest[:2], inner: rest[2 : 2+j], n: j + 4}, true
+			sp := span{marker: rest[:2], inner: rest[2 : 2+j], n: j + 4}
+			// "***a** b*" is italic around bold, as a split that cut
+			// inside both reopens them: the reading that spans more of
+			// the text wins, bold outside when both span the same.
+			if rest[0] != '~' && len(rest) > 2 && rest[2] == rest[0] {
+				if k := closing(rest[1:], rest[:1]); k > 0 && k+2 > sp.n {
+					return span{marker: rest[:1], inner: rest[1 : 1+k], n: k + 2}, true
+				}
+			}
+			return sp, true
 		}
 	case rest[0] == '*' || rest[0] == '_':
 		// Italic only when it looks like emphasis: not snake_case,
@@ -193,13 +202,30 @@ func closing(s, marker string) int {
 	if s == "" || s[0] == ' ' {
 		return -1
 	}
+	// Once no inner span closes after some point, none that opens later
+	// can: looking again would make a line of unclosed runs cubic. Even
+	// so a line of them costs a scan per opener, so a long line is read
+	// as before: each run closes at its first character after a non-space.
+	nested := len(s) <= maxNestedScan
+	inner := nested
 	for from := 0; ; {
 		j := strings.Index(s[from:], marker)
 		if j < 0 {
 			return -1
 		}
 		j += from
-		if j > 0 && s[j-1] != ' ' {
+		if inner {
+			end, ok := innerDouble(s, j, marker)
+			if ok {
+				// "*a **b** c*": the run of two opens a bold span inside
+				// the italic one, and its closing run is not the
+				// italic's close.
+				from = end
+				continue
+			}
+			inner = end >= 0
+		}
+		if run := runStart(s, j, marker, nested); run > 0 && s[run-1] != ' ' {
 			// In a longer run the span's marker is the last characters:
 			// the first close an inner span ("**a *b***"), as a split
 			// that closes both writes them.
@@ -209,6 +235,57 @@ func closing(s, marker string) int {
 			return j
 		}
 		from = j + len(marker)
+	}
+}
+
+// maxNestedScan bounds the rest of a line that a span's close is looked
+// for in with nested spans told apart (innerDouble, runStart): a reply's
+// paragraph is well under it, and a longer line of unclosed runs would
+// cost a scan of the line per run.
+const maxNestedScan = 1024
+
+// runStart is where the run of marker characters holding j begins: a run
+// that begins after a space opens spans ("*a **b c*"), whatever its last
+// characters touch.
+func runStart(s string, j int, marker string, nested bool) int {
+	if len(marker) != 1 || !nested {
+		return j
+	}
+	for j > 0 && s[j-1] == marker[0] {
+		j--
+	}
+	return j
+}
+
+// innerDouble reports whether a single-character marker found at j of a
+// span's content s begins a span of the doubled marker ("**", "__") that
+// opens there (after a space, or at the content's start, and before a
+// non-space), and returns where that inner span ends. Its close is the
+// first closing run of two: in "*a **b***" the bold closes with the first
+// two stars and the italic with the third. The end is -1 when such a span
+// opens but nothing after it closes one.
+func innerDouble(s string, j int, marker string) (int, bool) {
+	if len(marker) != 1 || marker[0] == '`' {
+		return 0, false
+	}
+	double := marker + marker
+	if !strings.HasPrefix(s[j:], double) || (j > 0 && s[j-1] != ' ') {
+		return 0, false
+	}
+	content := s[j+2:]
+	if content == "" || content[0] == ' ' || content[0] == marker[0] {
+		return 0, false
+	}
+	for from := 0; ; {
+		k := strings.Index(content[from:], double)
+		if k < 0 {
+			return -1, false
+		}
+		k += from
+		if k > 0 && content[k-1] != ' ' {
+			return j + 2 + k + 2, true
+		}
+		from = k + 2
 	}
 }
 

@@ -26,6 +26,14 @@ func TestTelegramHTML(t *testing.T) {
 		{"**bold with `code`**", "<b>bold with <code>code</code></b>"},
 		{"***both***", "<b><i>both</i></b>"},
 		{"**bold *it***", "<b>bold <i>it</i></b>"},
+		// Italic around bold: the bold's runs are not the italic's close.
+		{"*it **bold** it*", "<i>it <b>bold</b> it</i>"},
+		{"*it **bold***", "<i>it <b>bold</b></i>"},
+		{"_it __bold__ it_", "<i>it <b>bold</b> it</i>"},
+		{"***bold** it*", "<i><b>bold</b> it</i>"},
+		// A run that begins after a space opens, even when its last star
+		// touches a word.
+		{"*it **unclosed it*", "<i>it **unclosed it</i>"},
 		{"~~~python\nmy_var = __init__ * 2 * x_y\n~~~", `<pre><code class="language-python">my_var = __init__ * 2 * x_y</code></pre>`},
 		{"~~~\n**not bold** ~~kept~~\n~~~", "<pre>**not bold** ~~kept~~</pre>"},
 		// A fence closes only with its own character, at least as many.

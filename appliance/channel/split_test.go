@@ -247,6 +247,7 @@ func TestSplitClosesAndReopensASpanItCuts(t *testing.T) {
 		{"code", "Done. `" + words("watered the basil", 8) + "` after", "<code>"},
 		{"nested", "**Done " + words("watered", 6) + " _" + words("the basil", 8) + "_ " + words("moved", 6) + "**", "<b>"},
 		{"star in bold", "**Done " + words("watered", 6) + " *" + words("the basil", 8) + "* " + words("moved", 6) + "**", "<b>"},
+		{"bold in italic", "*Done " + words("watered", 6) + " **" + words("the basil", 8) + "** " + words("moved", 6) + "*", "<i>"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			parts := Split(tc.md, 40)
