@@ -43,13 +43,15 @@ func (a *assigner) value(v reflect.Value, raw any, path string) error {
 	t := v.Type()
 	if t == secretType {
 		// Secret's UnmarshalJSON reads a plain string; null empties it.
+		// Anything else fails it, and an error from an UnmarshalJSON ends
+		// json.Unmarshal where it stands, not only that field.
 		switch s := raw.(type) {
 		case string:
 			v.SetString(s)
 		case nil:
 			v.SetString("")
 		default:
-			a.mistake(typeError(raw, t, path))
+			return typeError(raw, t, path)
 		}
 		return nil
 	}
