@@ -43,6 +43,7 @@ func main() {
 	flag.DurationVar(&longIdle, "longidle", 150*time.Second, "how long the every-channel measure goes on reading the RSS after its trimmed reading (it reports the mean and the largest)")
 	flag.StringVar(&diagDir, "diag", "", "directory to write, at each warm reading, the gateway's smaps, status and resident pages of its binary (for attribution)")
 	flag.BoolVar(&keepHome, "keephome", false, "keep the gateway's home (its database after the load's turns) and print its path, for timing starts by hand")
+	flag.IntVar(&rounds16, "rounds16", 3, "alternating c=16 rounds of the stateless floor and perch whose median ratio is compared")
 	tput := flag.Int("throughput", 0, "measure only c=16 throughput and CPU per turn of the floor and perch, this many rounds")
 	flag.Parse()
 	var err error
@@ -334,6 +335,21 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 		return err
 	}
 	p.rps1, p.rps16 = float64(n1)/d1.Seconds(), float64(n16)/d16.Seconds()
+	// The machine's speed moves by a fifth within seconds, so one pass of
+	// each server, a minute apart, compares two hours of the host rather
+	// than two programs: c=16 is compared again on alternating rounds
+	// with both running, and the median round's ratio counts.
+	fport := freePort()
+	furl := fmt.Sprintf("http://127.0.0.1:%d", fport)
+	fl16, err := launch(client, []string{floorBin, "-addr", fmt.Sprintf("127.0.0.1:%d", fport), "-provider", base, "-dir", home}, nil, furl, "")
+	if err != nil {
+		return err
+	}
+	alt, err := alternate16(client, fl16, s, n16, rounds16)
+	fl16.stop()
+	if err != nil {
+		return err
+	}
 	p.peakKB = s.rssKB("VmHWM")
 	// The gateway gives memory back after 15-30 s without a turn; the first
 	// turn after that pays for faulting pages back in.
@@ -367,6 +383,7 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	fmt.Fprintf(w, "idle RSS warm          %s  (after a turn, before the idle trim: %s anonymous, %s pages of the binary and other files)\n", mb(warmKB), mb(warmAnonKB), mb(warmFileKB))
 	fmt.Fprintf(w, "/chat c=1              %6.0f req/s  p50 %s  p99 %s  (%d requests)\n", p.rps1, msd(pct(p.lat1, 50)), msd(pct(p.lat1, 99)), n1)
 	fmt.Fprintf(w, "/chat c=16             %6.0f req/s  p50 %s  p99 %s  (%d requests)\n", p.rps16, msd(pct(p.lat16, 50)), msd(pct(p.lat16, 99)), n16)
+	fmt.Fprintf(w, "c=16 rounds            %s  (perch/floor req/s, alternating, %d requests each)\n", alt, n16)
 	fmt.Fprintf(w, "peak RSS               %s\n", mb(p.peakKB))
 	fmt.Fprintf(w, "idle RSS %-4s after    %s  (trimmed)\n", idleWait.Round(time.Second), mb(trimmedKB))
 	fmt.Fprintf(w, "first turn after trim  %s  (warm p50 %s)\n", msd(first[0]), msd(pct(p.lat1, 50)))
@@ -389,8 +406,8 @@ func run(w io.Writer, bin, floorBin string, n1, n16 int, settle, idleWait time.D
 	fmt.Fprintf(tw, "start (exec to ready, median)\t%s\t%s\t\t%s\t<= 1.3x floor\t\n", msd(pStart), msd(fStart), ratio(rs, rs <= 1.3))
 	r1 := float64(pct(p.lat1, 50)) / float64(pct(du.lat1, 50))
 	fmt.Fprintf(tw, "c=1 p50\t%s\t%s\t%s\t%s\t<= 0.8x durable\t\n", msd(pct(p.lat1, 50)), msd(pct(fl.lat1, 50)), msd(pct(du.lat1, 50)), ratio(r1, r1 <= 0.8))
-	r16 := p.rps16 / fl.rps16
-	fmt.Fprintf(tw, "c=16 req/s\t%.0f\t%.0f\t%.0f\t%s\t>= 0.8x floor\t\n", p.rps16, fl.rps16, du.rps16, ratio(r16, r16 >= 0.8))
+	r16 := alt.median()
+	fmt.Fprintf(tw, "c=16 req/s (median of %d alternating rounds)\t%.0f\t%.0f\t%.0f\t%s\t>= 0.8x floor\t\n", len(alt), alt.perchMedian(), alt.floorMedian(), du.rps16, ratio(r16, r16 >= 0.8))
 	fmt.Fprintf(tw, "idle RSS\t%s warm, %s trimmed\t%s\t%s\t\t\t\n", mb(warmKB), mb(trimmedKB), mb(fl.idleKB), mb(du.idleKB))
 	fmt.Fprintf(tw, "idle RSS, all channels\t%s warm, %s trimmed\t\t\t%s\t<= 10 MB warm\t\n", mb(chf.warmKB), mb(chf.trimmedKB), ratio(float64(chf.warmKB)/1024/10, chf.warmKB <= 10*1024 && chf.mqtt))
 	fmt.Fprintf(tw, "peak RSS\t%s\t%s\t%s\t\t<= 25 MB\t\n", mb(p.peakKB), mb(fl.peakKB), mb(du.peakKB))

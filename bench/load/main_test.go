@@ -27,6 +27,27 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
+func TestRoundsTakeTheMedianRatio(t *testing.T) {
+	// The median ratio is a round's own, not the ratio of the medians:
+	// here those are 0.8 and 900/1000.
+	rs := rounds{{floor: 1000, perch: 900}, {floor: 2000, perch: 1000}, {floor: 500, perch: 400}}
+	if got := rs.median(); got != 0.8 {
+		t.Errorf("median ratio = %v, want 0.8", got)
+	}
+	if got, want := rs.perchMedian(), 900.0; got != want {
+		t.Errorf("perch median = %v, want %v", got, want)
+	}
+	if got, want := rs.floorMedian(), 1000.0; got != want {
+		t.Errorf("floor median = %v, want %v", got, want)
+	}
+	if got := (rounds{{floor: 10, perch: 5}, {floor: 10, perch: 7}}).median(); got != 0.6 {
+		t.Errorf("median of two = %v, want 0.6", got)
+	}
+	if s := rs.String(); !strings.Contains(s, "900/1000 0.90x") {
+		t.Errorf("String() = %q", s)
+	}
+}
+
 func TestProcKB(t *testing.T) {
 	if n := procKB(os.Getpid(), "VmRSS"); n <= 0 {
 		t.Fatalf("VmRSS of this process = %d", n)
@@ -50,7 +71,7 @@ func TestLoadRunsAgainstTheRealBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"binary (stripped)", "exec to /ready 200", "idle RSS (after start)", "idle RSS warm", "/chat c=1", "/chat c=16",
-		"peak RSS", "first turn after trim", "durable floor", "median of 2 restarts", "anonymous", "start (exec to ready, median)", "c=1 p50", "<= 0.8x durable", "c=16 req/s",
+		"peak RSS", "first turn after trim", "durable floor", "median of 2 restarts", "anonymous", "start (exec to ready, median)", "c=1 p50", "<= 0.8x durable", "c=16 req/s (median of 3 alternating rounds)", "c=16 rounds",
 		"idle RSS, every chat channel and MQTT", "idle RSS, all channels"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

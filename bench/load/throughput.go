@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -77,4 +79,76 @@ func cpuTime(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// rounds16 is how many alternating c=16 rounds the full run compares.
+var rounds16 = 3
+
+// round16 is one alternating c=16 round: the floor's and perch's req/s.
+type round16 struct{ floor, perch float64 }
+
+type rounds []round16
+
+// alternate16 runs n requests at c=16 against the floor, then perch, n
+// times over, both already running.
+func alternate16(client *http.Client, floor, perch *server, n, count int) (rounds, error) {
+	var rs rounds
+	for range max(count, 1) {
+		var r round16
+		for i, s := range []*server{floor, perch} {
+			_, d, err := load(client, s, 16, n)
+			if err != nil {
+				return nil, err
+			}
+			rps := float64(n) / d.Seconds()
+			if i == 0 {
+				r.floor = rps
+			} else {
+				r.perch = rps
+			}
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+func medianOf(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v) == 0 {
+		return 0
+	}
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func (rs rounds) collect(f func(round16) float64) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// median is the median of the rounds' ratios (perch over floor).
+func (rs rounds) median() float64 {
+	return medianOf(rs.collect(func(r round16) float64 { return r.perch / r.floor }))
+}
+
+func (rs rounds) perchMedian() float64 {
+	return medianOf(rs.collect(func(r round16) float64 { return r.perch }))
+}
+
+func (rs rounds) floorMedian() float64 {
+	return medianOf(rs.collect(func(r round16) float64 { return r.floor }))
+}
+
+func (rs rounds) String() string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.0f/%.0f %.2fx", r.perch, r.floor, r.perch/r.floor)
+	}
+	return strings.Join(parts, ", ")
 }
