@@ -42,6 +42,12 @@ const maxSweep = 4096
 // so one that a turn updated meanwhile stays. A session without a readable
 // info record cannot be dated and is kept.
 func (db *DB) DeleteIdleSessions(cutoff time.Time) (int, error) {
+	return db.deleteIdle(cutoff, nil)
+}
+
+// deleteIdle is DeleteIdleSessions with each session's last update read
+// through shift (nil: as stored).
+func (db *DB) deleteIdle(cutoff time.Time, shift func(time.Time) time.Time) (int, error) {
 	var idle [][]byte
 	err := db.sessionsView(func(tx *bolt.Tx) error {
 		sb := tx.Bucket([]byte(BucketSessions))
@@ -50,7 +56,7 @@ func (db *DB) DeleteIdleSessions(cutoff time.Time) (int, error) {
 			if v != nil {
 				continue
 			}
-			if isIdle(sb.Bucket(k), cutoff) {
+			if isIdle(sb.Bucket(k), cutoff, shift) {
 				idle = append(idle, append([]byte(nil), k...))
 			}
 		}
@@ -68,7 +74,7 @@ func (db *DB) DeleteIdleSessions(cutoff time.Time) (int, error) {
 			gone = gone[:0]
 			sb := tx.Bucket([]byte(BucketSessions))
 			for _, k := range batch {
-				if !isIdle(sb.Bucket(k), cutoff) {
+				if !isIdle(sb.Bucket(k), cutoff, shift) {
 					continue
 				}
 				if err := sb.DeleteBucket(k); err != nil {
@@ -90,7 +96,7 @@ func (db *DB) DeleteIdleSessions(cutoff time.Time) (int, error) {
 	return deleted, nil
 }
 
-func isIdle(sess *bolt.Bucket, cutoff time.Time) bool {
+func isIdle(sess *bolt.Bucket, cutoff time.Time, shift func(time.Time) time.Time) bool {
 	if sess == nil {
 		return false
 	}
@@ -102,7 +108,42 @@ func isIdle(sess *bolt.Bucket, cutoff time.Time) bool {
 	if info.unmarshal(v) != nil {
 		return false
 	}
-	return info.Updated.Before(cutoff)
+	updated := info.Updated
+	if shift != nil {
+		updated = shift(updated)
+	}
+	return updated.Before(cutoff)
+}
+
+// clockJump is how far the wall clock may move against the monotonic one
+// before the sweep reads the sessions written meanwhile as dated by the
+// clock before the move.
+const clockJump = 10 * time.Minute
+
+// clockShift corrects the dates written by a clock that was set forward
+// after the store opened: a board without a real-time clock can start
+// before its time server answers, on the time it saved at its last
+// shutdown, and learn months later that it is months later. A session a
+// person used in between is dated months ago, and the sweep would delete
+// it within the hour. openedWall is the wall clock at open, elapsed the
+// monotonic time since, now the wall clock now: a date between the open
+// and openedWall+elapsed is moved forward by the jump, so it is read as
+// recent whether it was written before the clock was set (when it is then
+// right) or after (when it only reads newer, which keeps it). A clock set
+// back needs nothing: the dates it leaves ahead read as recent. Dates
+// written by an earlier run on a wrong clock are beyond its reach.
+func clockShift(openedWall time.Time, elapsed time.Duration, now time.Time) func(time.Time) time.Time {
+	jump := now.Sub(openedWall) - elapsed
+	if jump <= clockJump {
+		return nil
+	}
+	end := openedWall.Add(elapsed)
+	return func(t time.Time) time.Time {
+		if t.Before(openedWall) || t.After(end) {
+			return t
+		}
+		return t.Add(jump)
+	}
 }
 
 // sweeper deletes idle sessions in the background: first a minute after
@@ -125,6 +166,7 @@ var (
 
 func startSweeper(db *DB, ttl time.Duration) *sweeper {
 	s := &sweeper{quit: make(chan struct{}), done: make(chan struct{})}
+	opened := time.Now()
 	go func() {
 		defer close(s.done)
 		t := time.NewTimer(sweepFirst)
@@ -135,7 +177,8 @@ func startSweeper(db *DB, ttl time.Duration) *sweeper {
 				return
 			case <-t.C:
 			}
-			n, err := db.DeleteIdleSessions(time.Now().Add(-ttl))
+			now := time.Now()
+			n, err := db.deleteIdle(now.Add(-ttl), clockShift(opened.Round(0), now.Sub(opened), now.Round(0)))
 			s.mu.Lock()
 			s.last, s.deleted, s.err = time.Now(), s.deleted+n, err
 			s.mu.Unlock()

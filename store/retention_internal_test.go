@@ -85,3 +85,90 @@ func TestCompactionThreshold(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepReadsDatesAcrossAClockSetForward: a board that starts on the
+// clock it saved at its last shutdown and learns the time months later
+// must not take the sessions used in between for months idle.
+func TestSweepReadsDatesAcrossAClockSetForward(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "perch.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const day = 24 * time.Hour
+	opened := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) // the saved clock at start
+	// An hour after the start the time server answers: it is 120 days later.
+	elapsed := time.Hour
+	now := opened.Add(120*day + elapsed)
+	for key, updated := range map[string]time.Time{
+		"idle before the start": opened.Add(-100 * day),       // idle 220 days in truth
+		"used before the clock": opened.Add(30 * time.Minute), // half an hour ago in truth
+		"used after the clock":  now.Add(-10 * time.Minute),
+	} {
+		db.Append(key, []chat.Message{{Role: "user", Content: "x"}}, chat.Usage{}, 100)
+		setUpdated(t, db, key, updated)
+	}
+	if err := db.settle(); err != nil {
+		t.Fatal(err)
+	}
+	cutoff := now.Add(-90 * day)
+	shift := clockShift(opened, elapsed, now)
+	if shift == nil {
+		t.Fatal("a clock set 120 days forward was not noticed")
+	}
+	n, err := db.deleteIdle(cutoff, shift)
+	if err != nil || n != 1 {
+		t.Fatalf("deleted %d sessions (%v), want 1", n, err)
+	}
+	for key, kept := range map[string]bool{"idle before the start": false, "used before the clock": true, "used after the clock": true} {
+		if s, _ := db.Session(key); (s.Count != 0) != kept {
+			t.Errorf("%s: kept = %v, want %v", key, s.Count != 0, kept)
+		}
+	}
+}
+
+func TestClockShift(t *testing.T) {
+	opened := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		elapsed time.Duration
+		now     time.Time
+		at      time.Time
+		want    time.Time
+	}{
+		{"no jump", time.Hour, opened.Add(time.Hour + time.Second), opened.Add(time.Minute), opened.Add(time.Minute)},
+		{"drift within the tolerance", time.Hour, opened.Add(time.Hour + 5*time.Minute), opened.Add(time.Minute), opened.Add(time.Minute)},
+		{"set forward: a date of this run moves", time.Hour, opened.Add(49 * time.Hour), opened.Add(time.Minute), opened.Add(48*time.Hour + time.Minute)},
+		{"set forward: a date before the open stays", time.Hour, opened.Add(49 * time.Hour), opened.Add(-time.Minute), opened.Add(-time.Minute)},
+		{"set forward: a date on the new clock stays", time.Hour, opened.Add(49 * time.Hour), opened.Add(48*time.Hour + 30*time.Minute), opened.Add(48*time.Hour + 30*time.Minute)},
+		{"set back", time.Hour, opened.Add(-47 * time.Hour), opened.Add(time.Minute), opened.Add(time.Minute)},
+	} {
+		got := c.at
+		if shift := clockShift(opened, c.elapsed, c.now); shift != nil {
+			got = shift(c.at)
+		}
+		if !got.Equal(c.want) {
+			t.Errorf("%s: %v read as %v, want %v", c.name, c.at, got, c.want)
+		}
+	}
+}
+
+// setUpdated dates key's last update at when.
+func setUpdated(t *testing.T, db *DB, key string, when time.Time) {
+	t.Helper()
+	if err := db.settle(); err != nil {
+		t.Fatal(err)
+	}
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		sess := tx.Bucket([]byte(BucketSessions)).Bucket([]byte(key))
+		var info infoRecord
+		if err := info.unmarshal(sess.Get(keyInfo)); err != nil {
+			return err
+		}
+		info.Updated = when
+		return sess.Put(keyInfo, info.marshal())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
