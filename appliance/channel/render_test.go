@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -96,4 +97,61 @@ func FuzzTelegramHTMLIsAlwaysValid(f *testing.F) {
 			t.Fatalf("unbalanced bold in %q", out)
 		}
 	})
+}
+
+// TestInnerDoubleReadsEachRunOnce: the inner spans' closes, found in one
+// pass over the content for all of a span's candidates, are the ones a
+// scan from each candidate finds.
+func TestInnerDoubleReadsEachRunOnce(t *testing.T) {
+	// scan is the close a candidate's own scan finds: the first run of
+	// two after a non-space, pairs taken left to right.
+	scan := func(s string, j int, marker string) (int, bool) {
+		if !doubleOpens(s, j, marker) {
+			return 0, false
+		}
+		double, content := marker+marker, s[j+2:]
+		for from := 0; ; {
+			k := strings.Index(content[from:], double)
+			if k < 0 {
+				return -1, false
+			}
+			k += from
+			if k > 0 && content[k-1] != ' ' {
+				return j + 2 + k + 2, true
+			}
+			from = k + 2
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "**** a_"
+	for range 20000 {
+		b := make([]byte, 1+rng.IntN(24))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		s := string(b)
+		for _, marker := range []string{"*", "_"} {
+			var dc doubleCloses
+			for j := 0; j < len(s); j++ {
+				if s[j] != marker[0] {
+					continue
+				}
+				wantEnd, wantOK := scan(s, j, marker)
+				end, ok := innerDouble(s, j, marker, &dc)
+				if ok != wantOK || (ok || wantEnd < 0) && end != wantEnd {
+					t.Fatalf("innerDouble(%q, %d, %q) = %d, %v; a scan from there finds %d, %v", s, j, marker, end, ok, wantEnd, wantOK)
+				}
+			}
+		}
+	}
+}
+
+// TestLongParagraphsNest: a paragraph of a few kilobytes on one line (a
+// model's long answer) reads italic around bold as a short one does.
+func TestLongParagraphsNest(t *testing.T) {
+	long := strings.Repeat("word ", 600) // 3,000 bytes
+	got := TelegramHTML("*it **bold** it* " + long)
+	if want := "<i>it <b>bold</b> it</i> "; !strings.HasPrefix(got, want) {
+		t.Fatalf("a %d-byte line starts %q, want %q", len(long)+17, got[:40], want)
+	}
 }
