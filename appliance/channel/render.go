@@ -217,7 +217,7 @@ func closing(s, marker string) int {
 			return -1
 		}
 		j += from
-		if inner {
+		if inner && j+1 < len(s) && s[j+1] == marker[0] {
 			end, ok := innerDouble(s, j, marker, &dc)
 			if ok {
 				// "*a **b** c*": the run of two opens a bold span inside
@@ -238,6 +238,13 @@ func closing(s, marker string) int {
 			return j
 		}
 		from = j + len(marker)
+		if nested && len(marker) == 1 {
+			// The rest of the run begins where this did, after a space:
+			// none of it closes, and none opens an inner span.
+			for from < len(s) && s[from] == marker[0] {
+				from++
+			}
+		}
 	}
 }
 
@@ -280,11 +287,12 @@ func innerDouble(s string, j int, marker string, dc *doubleCloses) (int, bool) {
 // after a space or at the start, before a character that is neither a
 // space nor the marker.
 func doubleOpens(s string, j int, marker string) bool {
-	if !strings.HasPrefix(s[j:], marker+marker) || (j > 0 && s[j-1] != ' ') {
+	m := marker[0]
+	if j+1 >= len(s) || s[j] != m || s[j+1] != m || (j > 0 && s[j-1] != ' ') {
 		return false
 	}
 	content := s[j+2:]
-	return content != "" && content[0] != ' ' && content[0] != marker[0]
+	return content != "" && content[0] != ' ' && content[0] != m
 }
 
 // doubleCloses finds, for content that begins at from in s (on a

@@ -100,8 +100,9 @@ func FuzzTelegramHTMLIsAlwaysValid(f *testing.F) {
 }
 
 // TestInnerDoubleReadsEachRunOnce: the inner spans' closes, found in one
-// pass over the content for all of a span's candidates, are the ones a
-// scan from each candidate finds.
+// pass over the content for all of a span's candidates, and a span's own
+// close, found looking at each run once, are the ones a scan from each
+// candidate and each character finds.
 func TestInnerDoubleReadsEachRunOnce(t *testing.T) {
 	// scan is the close a candidate's own scan finds: the first run of
 	// two after a non-space, pairs taken left to right.
@@ -122,6 +123,36 @@ func TestInnerDoubleReadsEachRunOnce(t *testing.T) {
 			from = k + 2
 		}
 	}
+	// closingByScan is closing as it read before: each candidate scanned
+	// for itself, each character of a run looked at in turn.
+	closingByScan := func(s, marker string) int {
+		if s == "" || s[0] == ' ' {
+			return -1
+		}
+		inner := len(marker) == 1
+		for from := 0; ; {
+			j := strings.Index(s[from:], marker)
+			if j < 0 {
+				return -1
+			}
+			j += from
+			if inner {
+				end, ok := scan(s, j, marker)
+				if ok {
+					from = end
+					continue
+				}
+				inner = end >= 0
+			}
+			if run := runStart(s, j, marker, true); run > 0 && s[run-1] != ' ' {
+				for j+len(marker) < len(s) && s[j+len(marker)] == marker[0] {
+					j++
+				}
+				return j
+			}
+			from = j + len(marker)
+		}
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	const alphabet = "**** a_"
 	for range 20000 {
@@ -130,7 +161,13 @@ func TestInnerDoubleReadsEachRunOnce(t *testing.T) {
 			b[i] = alphabet[rng.IntN(len(alphabet))]
 		}
 		s := string(b)
-		for _, marker := range []string{"*", "_"} {
+		for _, marker := range []string{"*", "_", "**", "__"} {
+			if got, want := closing(s, marker), closingByScan(s, marker); got != want {
+				t.Fatalf("closing(%q, %q) = %d; scanning each candidate finds %d", s, marker, got, want)
+			}
+			if len(marker) != 1 {
+				continue
+			}
 			var dc doubleCloses
 			for j := 0; j < len(s); j++ {
 				if s[j] != marker[0] {
