@@ -18,7 +18,7 @@ GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 # Where `make run` keeps its config, workspace and database.
 RUN_HOME ?= $(CURDIR)/.perch
 
-.PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo qemu-test fuzz bench clean deb apt-repo package-test image image-test
+.PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo qemu-test fuzz bench pgo clean deb apt-repo package-test image image-test
 
 all: build
 
@@ -125,6 +125,20 @@ bench: build
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/perch-floor ./bench/floor
 	$(GO) test -run '^$$' -bench . -benchmem ./store/ ./appliance/...
 	$(GO) run ./bench/load -bin bin/perch -floor bin/perch-floor
+
+# cmd/perch/default.pgo, the CPU profile every build of perch is optimised
+# with (Go's profile-guided optimisation: hot calls inlined, hot interface
+# calls devirtualised): a build with the pgoprofile tag records itself
+# through the bench's turns at c=1 and c=16 and its restarts. Run it again
+# after changing a turn's path, and commit the new profile.
+pgo:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/perch-floor ./bench/floor
+	CGO_ENABLED=0 $(GO) build -trimpath -tags pgoprofile -ldflags "-s -w" -o bin/perch-profiling ./cmd/perch
+	rm -rf build/pgo && mkdir -p build/pgo
+	PERCH_CPUPROFILE=$(CURDIR)/build/pgo/cpu $(GO) run ./bench/load -bin bin/perch-profiling -floor bin/perch-floor -only start -n1 4000 -n16 40000
+	$(GO) tool pprof -proto build/pgo/cpu.* > build/pgo/merged.pgo
+	mv build/pgo/merged.pgo cmd/perch/default.pgo
+	@ls -l cmd/perch/default.pgo
 
 clean:
 	rm -rf bin dist

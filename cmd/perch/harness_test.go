@@ -52,6 +52,17 @@ type Home struct {
 	Fake *providertest.Server
 	// IgnoreHUP starts the gateway with SIGHUP ignored, as nohup does.
 	IgnoreHUP bool
+	// Bin, when set, is run instead of the binary TestMain built.
+	Bin string
+	// ExtraEnv is added to the environment of every command run.
+	ExtraEnv []string
+}
+
+func (h *Home) bin() string {
+	if h.Bin != "" {
+		return h.Bin
+	}
+	return perchBin
 }
 
 // NewHome makes a config dir whose config points the aggregator at a fresh
@@ -96,7 +107,8 @@ func (h *Home) Env(extra ...string) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(append(env, "PERCH_HOME="+h.Dir), extra...)
+	env = append(append(env, "PERCH_HOME="+h.Dir), h.ExtraEnv...)
+	return append(env, extra...)
 }
 
 // Run runs a perch command to completion and returns stdout, stderr and
@@ -105,7 +117,7 @@ func (h *Home) Run(args ...string) (stdout, stderr string, code int) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, perchBin, args...)
+	cmd := exec.CommandContext(ctx, h.bin(), args...)
 	cmd.Env = h.Env()
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -146,11 +158,11 @@ func (h *Home) StartNoWait(args ...string) *Gateway {
 	h.t.Helper()
 	os.Remove(filepath.Join(h.Dir, "perch.pid"))
 	g := &Gateway{t: h.t, Home: h, Token: "test-token", done: make(chan struct{})}
-	g.Cmd = exec.Command(perchBin, append([]string{"gateway"}, args...)...)
+	g.Cmd = exec.Command(h.bin(), append([]string{"gateway"}, args...)...)
 	if h.IgnoreHUP {
 		// The shell ignores SIGHUP and execs the gateway in its place,
 		// which inherits the ignored disposition, as under nohup.
-		g.Cmd = exec.Command("sh", append([]string{"-c", `trap "" HUP; exec "$0" "$@"`, perchBin, "gateway"}, args...)...)
+		g.Cmd = exec.Command("sh", append([]string{"-c", `trap "" HUP; exec "$0" "$@"`, h.bin(), "gateway"}, args...)...)
 	}
 	g.Cmd.Env = h.Env()
 	g.Cmd.Stdout = io.Discard

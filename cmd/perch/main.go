@@ -23,5 +23,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "firstboot" {
 		os.Exit(firstboot.Main(os.Args[2:]))
 	}
-	os.Exit(cli.Main(os.Args[1:], cli.Runtime{Gateway: appliance.RunGateway, Agent: appliance.LocalAgent}))
+	code := cli.Main(os.Args[1:], cli.Runtime{Gateway: appliance.RunGateway, Agent: appliance.LocalAgent})
+	if atExit != nil {
+		atExit()
+	}
+	os.Exit(code)
 }
+
+// atExit runs before the process exits with the CLI's code; only builds for
+// profiling set it (cpuprofile.go).
+var atExit func()
