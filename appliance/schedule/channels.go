@@ -50,7 +50,7 @@ func Preview(sc api.Schedule, loc *time.Location, now time.Time, n int) ([]time.
 	case sc.AtSeconds != nil:
 		return []time.Time{now.Add(time.Duration(*sc.AtSeconds) * time.Second).UTC()}, nil
 	case sc.EverySeconds != nil:
-		next = everyN{time.Duration(*sc.EverySeconds) * time.Second}.Next
+		next = everyN{d: time.Duration(*sc.EverySeconds) * time.Second}.Next
 	default:
 		spec := sc.CronExpr
 		if sc.TZ != "" {

@@ -18,6 +18,33 @@ type record struct {
 	Created time.Time `json:"created"`
 	// At is the absolute moment of an at_seconds job, fixed when added.
 	At *time.Time `json:"at,omitempty"`
+	// Since is where an every_seconds job's rhythm starts: it runs at
+	// Since plus whole intervals, so a restart of the gateway does not
+	// move its runs. Set when the job is added or enabled again, and when
+	// a run missed while the gateway was stopped is made up. Jobs stored
+	// before it existed keep the rhythm of their last run.
+	Since *time.Time `json:"since,omitempty"`
+}
+
+// rhythm is where j's runs are counted from: its Since, else its last run,
+// else its creation.
+func (j record) rhythm() time.Time {
+	switch {
+	case j.Since != nil:
+		return *j.Since
+	case j.LastRun != nil:
+		return *j.LastRun
+	}
+	return j.Created
+}
+
+// wholeSecond is t moved forward to a whole second, so that runs counted
+// from it (and the times listed for them) fall on whole seconds.
+func wholeSecond(t time.Time) time.Time {
+	if w := t.Truncate(time.Second); w.Before(t) {
+		return w.Add(time.Second)
+	}
+	return t
 }
 
 // MinEvery is the shortest recurring interval: shorter would hammer the
@@ -127,15 +154,37 @@ func (o onceAt) Next(now time.Time) time.Time {
 	return time.Time{} // never again
 }
 
-// everyN fires every d, starting d after the job was scheduled.
-type everyN struct{ d time.Duration }
+// everyN fires every d at from plus whole intervals; without from (a
+// preview), d after now.
+type everyN struct {
+	d    time.Duration
+	from time.Time
+}
 
 // Next is never for an interval below the floor, such as one a job kept
 // from before MaxSeconds wrapped to: a time that has passed would fire it
-// again at once, for ever.
+// again at once, for ever. A from after now means the clock was set back
+// past it: the rhythm starts again from now rather than waiting for the
+// clock to catch up with it.
 func (e everyN) Next(now time.Time) time.Time {
 	if e.d < MinEvery*time.Second {
 		return time.Time{}
 	}
-	return now.Add(e.d).Truncate(time.Second)
+	el := now.Sub(e.from)
+	if e.from.IsZero() || el < 0 || el > maxElapsed {
+		return now.Add(e.d).Truncate(time.Second)
+	}
+	return e.from.Add((el/e.d + 1) * e.d)
 }
+
+// Prev is the last run due at or before now, or zero when none is.
+func (e everyN) Prev(now time.Time) time.Time {
+	el := now.Sub(e.from)
+	if e.d < MinEvery*time.Second || e.from.IsZero() || el < e.d || el > maxElapsed {
+		return time.Time{}
+	}
+	return e.from.Add(el / e.d * e.d)
+}
+
+// maxElapsed keeps (elapsed/d + 1) * d inside a time.Duration.
+const maxElapsed = time.Duration(1<<63-1) / 2

@@ -90,14 +90,14 @@ func TestOnceAtAndEveryN(t *testing.T) {
 	if got := o.Next(at); !got.IsZero() {
 		t.Errorf("at the moment: Next = %v, want never", got)
 	}
-	e := everyN{90 * time.Second}
+	e := everyN{d: 90 * time.Second}
 	now := time.Date(2030, 1, 2, 3, 4, 5, 700_000_000, time.UTC)
 	if got, want := e.Next(now), time.Date(2030, 1, 2, 3, 5, 35, 0, time.UTC); !got.Equal(want) {
 		t.Errorf("everyN.Next = %v, want %v (whole seconds)", got, want)
 	}
 	// A job stored with an interval that wrapped negative never runs,
 	// rather than at once for ever.
-	if got := (everyN{-time.Hour}).Next(now); !got.IsZero() {
+	if got := (everyN{d: -time.Hour}).Next(now); !got.IsZero() {
 		t.Errorf("a negative interval: Next = %v, want never", got)
 	}
 }
@@ -122,5 +122,36 @@ func TestStoredAndListedForms(t *testing.T) {
 	var back record
 	if err := json.Unmarshal(stored, &back); err != nil || back.ID != "ab12" || back.Message != "m" || !back.Created.Equal(now) {
 		t.Errorf("stored form does not read back: %+v, %v", back, err)
+	}
+}
+
+// An interval job counts its runs from where its rhythm starts, whatever
+// the moment it is asked at; a clock set back before that start begins the
+// rhythm again from the new time instead of waiting for it.
+func TestEveryNCountsFromItsStart(t *testing.T) {
+	from := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	e := everyN{d: 20 * time.Second, from: from}
+	for _, c := range []struct {
+		now, next, prev time.Time
+	}{
+		{from, from.Add(20 * time.Second), time.Time{}},
+		{from.Add(14 * time.Second), from.Add(20 * time.Second), time.Time{}},
+		{from.Add(20 * time.Second), from.Add(40 * time.Second), from.Add(20 * time.Second)},
+		{from.Add(59*time.Second + 900*time.Millisecond), from.Add(60 * time.Second), from.Add(40 * time.Second)},
+		{from.Add(1000 * time.Hour), from.Add(1000*time.Hour + 20*time.Second), from.Add(1000 * time.Hour)},
+	} {
+		if got := e.Next(c.now); !got.Equal(c.next) {
+			t.Errorf("Next(start+%v) = start+%v, want start+%v", c.now.Sub(from), got.Sub(from), c.next.Sub(from))
+		}
+		if got := e.Prev(c.now); !got.Equal(c.prev) {
+			t.Errorf("Prev(start+%v) = %v, want %v", c.now.Sub(from), got, c.prev)
+		}
+	}
+	back := from.Add(-time.Hour + 500*time.Millisecond)
+	if got, want := e.Next(back), from.Add(-time.Hour+20*time.Second); !got.Equal(want) {
+		t.Errorf("clock set back: Next = %v, want %v", got, want)
+	}
+	if got := e.Prev(back); !got.IsZero() {
+		t.Errorf("clock set back: Prev = %v, want none", got)
 	}
 }

@@ -99,6 +99,17 @@ func (s *Service) Start(ctx context.Context) error {
 			s.fireNowLocked(j.ID)
 			continue
 		}
+		if due := missedEvery(j, now); !due.IsZero() {
+			// A run fell due while we were down: made up now, once,
+			// and the rhythm goes on from this run, not the missed one.
+			s.log.Info("cron job missed while stopped; running it now", "job", j.ID, "was_due", due.UTC().Format(time.RFC3339))
+			since := wholeSecond(now.UTC())
+			j.Since = &since
+			if err := s.opts.Store.Put(store.BucketCron, j.ID, j); err != nil {
+				s.log.Warn("cron job: recording the made-up run's rhythm failed", "job", j.ID, "err", err)
+			}
+			s.fireNowLocked(j.ID)
+		}
 		if err := s.scheduleLocked(j); err != nil {
 			s.log.Warn("cron job not scheduled", "job", j.ID, "err", err)
 		}
@@ -156,7 +167,7 @@ func (s *Service) robfigSchedule(j record) (cron.Schedule, error) {
 		}
 		return onceAt{*j.At}, nil
 	case sc.EverySeconds != nil:
-		return everyN{time.Duration(*sc.EverySeconds) * time.Second}, nil
+		return everyN{time.Duration(*sc.EverySeconds) * time.Second, j.rhythm()}, nil
 	case sc.CronExpr != "":
 		spec := sc.CronExpr
 		if sc.TZ != "" {
@@ -165,6 +176,20 @@ func (s *Service) robfigSchedule(j record) (cron.Schedule, error) {
 		return cron.ParseStandard(spec)
 	}
 	return nil, errors.New("job has no schedule")
+}
+
+// missedEvery is the run of an every_seconds job j that fell due before
+// now and did not run (the gateway was stopped), or zero.
+func missedEvery(j record, now time.Time) time.Time {
+	if j.Schedule.EverySeconds == nil {
+		return time.Time{}
+	}
+	e := everyN{time.Duration(*j.Schedule.EverySeconds) * time.Second, j.rhythm()}
+	prev := e.Prev(now)
+	if prev.IsZero() || (j.LastRun != nil && !j.LastRun.Before(prev)) {
+		return time.Time{}
+	}
+	return prev
 }
 
 // scheduleLocked adds j to the clock and records its next run.
@@ -196,7 +221,7 @@ func (s *Service) fire(id string) {
 	defer cancel()
 	start := time.Now()
 	out, err := s.opts.Run(ctx, j.Job)
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(time.Second)
 	result := out
 	if err != nil {
 		result = "error: " + err.Error()
@@ -273,8 +298,17 @@ func (s *Service) Add(_ context.Context, spec api.JobSpec) (api.Job, error) {
 	}
 	j := record{Job: api.Job{ID: newID(), JobSpec: spec, Enabled: true}, Created: time.Now().UTC()}
 	if j.Schedule.AtSeconds != nil {
-		at := j.Created.Add(time.Duration(*j.Schedule.AtSeconds) * time.Second)
+		// A later moment falls on a whole second, as the times of the
+		// other schedules do; "now" stays now, already due.
+		at := j.Created
+		if n := *j.Schedule.AtSeconds; n > 0 {
+			at = wholeSecond(at.Add(time.Duration(n) * time.Second))
+		}
 		j.At = &at
+	}
+	if j.Schedule.EverySeconds != nil {
+		since := wholeSecond(j.Created)
+		j.Since = &since
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -376,6 +410,12 @@ func (s *Service) SetEnabled(_ context.Context, id string, on bool) (api.Job, er
 	var j record
 	if err := s.opts.Store.Get(store.BucketCron, id, &j); err != nil {
 		return api.Job{}, s.notFound(id, err)
+	}
+	if on && !j.Enabled && j.Schedule.EverySeconds != nil {
+		// Enabled again: its runs count from now, not from before the
+		// pause (which would make up a missed run at the next start).
+		since := wholeSecond(time.Now().UTC())
+		j.Since = &since
 	}
 	j.Enabled = on
 	if e, ok := s.entries[id]; ok {

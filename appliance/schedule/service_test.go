@@ -397,6 +397,92 @@ func TestMissedOneTimeJobRunsAtStart(t *testing.T) {
 	}
 }
 
+// An interval job keeps its rhythm across restarts of the gateway: the
+// next run is counted from when it was added (or last made up), not from
+// the start, so a board restarted more often than the interval still runs
+// it. A run that fell due while the gateway was stopped is made up at
+// start, once, and the rhythm goes on from there.
+func TestEveryJobKeepsItsRhythmAcrossRestarts(t *testing.T) {
+	db := storetest.Open(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	since := now.Add(-50 * time.Second)
+	lastRun := now.Add(-10 * time.Second)
+	onTime := record{Job: api.Job{ID: "0000a11e", JobSpec: api.JobSpec{Message: "on time", Schedule: api.Schedule{EverySeconds: i64(40)}},
+		Enabled: true, LastRun: &lastRun}, Created: since, Since: &since}
+	// Stored before Since existed: the rhythm is its last run's.
+	oldLast := now.Add(-25 * time.Second)
+	legacy := record{Job: api.Job{ID: "0000b0b0", JobSpec: api.JobSpec{Message: "legacy", Schedule: api.Schedule{EverySeconds: i64(60)}},
+		Enabled: true, LastRun: &oldLast}, Created: now.Add(-time.Hour)}
+	missedSince := now.Add(-2 * time.Hour)
+	missed := record{Job: api.Job{ID: "0000dead", JobSpec: api.JobSpec{Message: "missed", Schedule: api.Schedule{EverySeconds: i64(3600)}},
+		Enabled: true, LastRun: &missedSince}, Created: missedSince, Since: &missedSince}
+	for _, r := range []record{onTime, legacy, missed} {
+		if err := db.Put(store.BucketCron, r.ID, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newRecorder()
+	s := newService(t, db, rec.run)
+	start(t, s)
+	j, _ := find(t, s, onTime.ID)
+	if want := since.Add(80 * time.Second); j.NextRun == nil || !j.NextRun.Equal(want) {
+		t.Errorf("the job on time: next_run %v, want %v (its rhythm, not start+40s)", j.NextRun, want)
+	}
+	j, _ = find(t, s, legacy.ID)
+	if want := oldLast.Add(60 * time.Second); j.NextRun == nil || !j.NextRun.Equal(want) {
+		t.Errorf("the job stored without since: next_run %v, want %v (a minute after its last run)", j.NextRun, want)
+	}
+	got := waitJob(t, s, missed.ID, func(j api.Job) bool { return j.LastRun != nil && j.LastRun.After(missedSince) })
+	if (<-rec.fire).Message != "missed" {
+		t.Error("the runner got another job")
+	}
+	if lo, hi := now.Add(3600*time.Second), time.Now().Add(3602*time.Second); got.NextRun == nil || got.NextRun.Before(lo) || got.NextRun.After(hi) {
+		t.Errorf("after the made-up run: next_run %v, want an hour after it", got.NextRun)
+	}
+	if rec.count() != 1 {
+		t.Errorf("%d runs at start, want only the missed job's", rec.count())
+	}
+	var stored record
+	if err := db.Get(store.BucketCron, missed.ID, &stored); err != nil || stored.Since == nil || stored.Since.Before(now) {
+		t.Errorf("the made-up run's rhythm was not stored: since %v (%v)", stored.Since, err)
+	}
+}
+
+// Enabling a paused interval job starts its rhythm again: it does not make
+// up the runs of its pause.
+func TestEnabledEveryJobCountsFromEnabling(t *testing.T) {
+	db := storetest.Open(t)
+	s := newService(t, db, newRecorder().run)
+	start(t, s)
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{EverySeconds: i64(600)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetEnabled(ctx0, j.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	var r record
+	if err := db.Get(store.BucketCron, j.ID, &r); err != nil {
+		t.Fatal(err)
+	}
+	paused := r.Created.Add(-3*time.Hour - 5*time.Minute) // as if added then
+	r.Since = &paused
+	if err := db.Put(store.BucketCron, j.ID, r); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	j, err = s.SetEnabled(ctx0, j.ID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, hi := before.Add(599*time.Second), time.Now().Add(601*time.Second); j.NextRun == nil || j.NextRun.Before(lo) || j.NextRun.After(hi) {
+		t.Errorf("next_run %v, want ten minutes after enabling", j.NextRun)
+	}
+	if err := db.Get(store.BucketCron, j.ID, &r); err != nil || r.Since == nil || r.Since.Before(before.Truncate(time.Second)) {
+		t.Errorf("since %v after enabling at %v (%v)", r.Since, before, err)
+	}
+}
+
 // Stop waits for a running job: with a context that ends first it reports
 // so, and otherwise returns only after the runner finished.
 func TestStopWaitsForRunningJob(t *testing.T) {
