@@ -69,12 +69,20 @@ func (r *CheckReport) String() string {
 		fmt.Fprintf(&b, "  no problems found (%s)\n", r.Duration.Round(time.Millisecond))
 		return b.String()
 	}
-	fmt.Fprintf(&b, "  %d problems:\n", r.ProblemCount)
+	noun := "problems"
+	if r.ProblemCount == 1 {
+		noun = "problem"
+	}
+	fmt.Fprintf(&b, "  %d %s:\n", r.ProblemCount, noun)
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "  - %s\n", p)
 	}
 	if r.ProblemCount > len(r.Problems) {
 		fmt.Fprintf(&b, "  - … and %d more\n", r.ProblemCount-len(r.Problems))
+	}
+	if r.Size == 0 {
+		b.WriteString("  the gateway starts a new, empty database in it; there is nothing in it to salvage\n")
+		return b.String()
 	}
 	b.WriteString("  the gateway sets a damaged file aside at its next start and starts on a fresh one with whatever\n" +
 		"  `perch db salvage` can read; stop the gateway and run `perch db salvage` to copy it out yourself\n")
@@ -101,6 +109,14 @@ func CheckFile(path string) (*CheckReport, error) {
 	}
 	rep := &CheckReport{Path: path, Size: st.Size()}
 	rep.Unclean = markerUnclean(path)
+	if st.Size() == 0 {
+		// Not damage the gateway sets aside: it starts a new database in
+		// an empty file. Said as one problem, since a file that held data
+		// and now holds none has lost it.
+		rep.Problems, rep.ProblemCount = []string{"the file is empty: no database was written to it, or it was emptied"}, 1
+		rep.Duration = time.Since(start)
+		return rep, nil
+	}
 	r, unmap := loadFile(f, st.Size())
 	c := verifyFile(r, st.Size(), true, false)
 	unmap()

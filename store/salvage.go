@@ -28,10 +28,16 @@ type SalvageReport struct {
 	SensorSeries    int `json:"sensor_series"`
 	SensorBlocks    int `json:"sensor_blocks"`
 	// MessagesLost counts messages that could not be kept: on damaged
-	// pages (gaps in a session's sequence), undecodable, or dropped so the
-	// history stays one a provider accepts (no tool result without its
-	// call, no call without its results, starting with the user).
+	// pages (gaps in a session's sequence, or fewer than the session's
+	// record counted), undecodable, or dropped so the history stays one a
+	// provider accepts (no tool result without its call, no call without
+	// its results, starting with the user).
 	MessagesLost int `json:"messages_lost"`
+	// LostUncounted is true when damaged pages held more than the counts
+	// above can say: sessions the damaged pages listed (never reached), or
+	// a damaged session whose own record was lost. MessagesLost is then a
+	// lower bound.
+	LostUncounted bool `json:"lost_uncounted,omitempty"`
 	// RecordsSkipped counts other records that did not decode.
 	RecordsSkipped int `json:"records_skipped"`
 	// JournalRecords and JournalMessages count the appends taken from the
@@ -56,8 +62,15 @@ type SalvageReport struct {
 
 // String renders the report for a terminal.
 func (r *SalvageReport) String() string {
-	s := fmt.Sprintf("salvaged %d sessions (%d damaged) with %d messages (%d lost), %d cron jobs, %d device records, %d sensor series; %d other records skipped; %d problems met in %s",
-		r.Sessions, r.SessionsDamaged, r.Messages, r.MessagesLost, r.CronJobs, r.DeviceRecords, r.SensorSeries, r.RecordsSkipped, r.ProblemCount, r.Duration.Round(time.Millisecond))
+	lost := fmt.Sprintf("%d lost", r.MessagesLost)
+	if r.LostUncounted {
+		lost = "at least " + lost
+	}
+	s := fmt.Sprintf("salvaged %d sessions (%d damaged) with %d messages (%s), %d cron jobs, %d device records, %d sensor series; %d other records skipped; %d problems met in %s",
+		r.Sessions, r.SessionsDamaged, r.Messages, lost, r.CronJobs, r.DeviceRecords, r.SensorSeries, r.RecordsSkipped, r.ProblemCount, r.Duration.Round(time.Millisecond))
+	if r.LostUncounted {
+		s += "; damaged pages held sessions or messages that cannot be counted: they are lost too"
+	}
 	if r.OlderMeta {
 		s += " (read from the previous transaction's tree)"
 	}
@@ -73,7 +86,8 @@ func (r *SalvageReport) String() string {
 // Salvage copies whatever is still readable in the database file src into
 // a new database at dst: sessions with their messages, cron jobs, device
 // records, token totals and sensor history, and then the messages that the
-// journal beside src holds and src had not received. dst must not exist. src is only
+// journal beside src holds and src had not received. dst must not exist,
+// and does not after a failed salvage. src is only
 // read (under a shared lock: it fails with ErrLocked while a gateway has it
 // open). The file is read page by page without bbolt, so damage anywhere
 // costs only the records on the damaged pages.
@@ -93,12 +107,19 @@ func Salvage(src, dst string) (*SalvageReport, error) {
 	if err == nil {
 		err = cerr
 	}
-	if cerr == nil {
-		// Closed cleanly: no marker is the same as one saying so, and the
-		// file is meant to be moved into place without it.
-		os.Remove(markerPath(dst))
+	if err != nil {
+		// Nothing is left that could pass for a copy: a database that
+		// took nothing, or part of the records, checks as sound, and
+		// moved into place it would replace what it was meant to save.
+		for _, p := range []string{dst, JournalPath(dst), markerPath(dst)} {
+			os.Remove(p)
+		}
+		return &rep, err
 	}
-	return &rep, err
+	// Closed cleanly: no marker is the same as one saying so, and the file
+	// is meant to be moved into place without it.
+	os.Remove(markerPath(dst))
+	return &rep, nil
 }
 
 // salvageFrom copies the readable records of the file at path into db.
@@ -139,6 +160,11 @@ func (db *DB) salvageFrom(path string) (rep SalvageReport, err error) {
 	w := newWalker(r, st.Size(), chosen, v)
 	w.run()
 	v.flush()
+	if w.nProblems > 0 && (!v.sawSessions || v.sessionsProblems > v.inSessions) {
+		// Sessions were listed on pages that are lost: neither they nor
+		// their messages were reached, and nothing says how many.
+		rep.LostUncounted = true
+	}
 	rep.Problems = append(rep.Problems, w.problems...)
 	rep.ProblemCount += w.nProblems
 	if len(rep.Problems) > maxProblems {
@@ -229,6 +255,12 @@ type salvageVisitor struct {
 	// read without damage (so a missing mark means none was applied).
 	journalMark *uint64
 	metaSound   bool
+	// sawSessions is set when the sessions bucket was reached;
+	// sessionsProblems is the damage met in it, and inSessions the part of
+	// that met inside one session's bucket: the rest was on the pages
+	// listing the sessions.
+	sawSessions                  bool
+	sessionsProblems, inSessions int
 }
 
 const salvageBatch = 1 << 20
@@ -256,7 +288,10 @@ func (v *salvageVisitor) bucket(path [][]byte, name []byte, seq uint64) bool {
 	switch {
 	case len(path) == 0:
 		switch string(name) {
-		case BucketMeta, BucketSessions, BucketCron, BucketDevices, BucketSensors:
+		case BucketSessions:
+			v.sawSessions = true
+			return true
+		case BucketMeta, BucketCron, BucketDevices, BucketSensors:
 			return true
 		}
 		v.rep.RecordsSkipped++
@@ -280,11 +315,15 @@ func (v *salvageVisitor) bucketEnd(path [][]byte, name []byte, problems int) {
 	if len(path) == 0 && string(name) == BucketMeta {
 		v.metaSound = problems == 0
 	}
+	if len(path) == 0 && string(name) == BucketSessions {
+		v.sessionsProblems = problems
+	}
 	if len(path) == 1 && string(path[0]) == BucketSessions && v.sess != nil {
 		if problems > 0 {
 			v.rep.SessionsDamaged++
+			v.inSessions += problems
 		}
-		v.finishSession(v.sess)
+		v.finishSession(v.sess, problems > 0)
 		v.sess = nil
 	}
 }
@@ -412,14 +451,22 @@ func (v *salvageVisitor) flush() {
 
 // finishSession writes one session: the messages that decode, made into a
 // history a provider accepts, with an info record rebuilt around them.
-func (v *salvageVisitor) finishSession(s *salvSession) {
+func (v *salvageVisitor) finishSession(s *salvSession, damaged bool) {
 	// Sequence numbers are consecutive (appends take the next, trims cut
-	// the front): a hole in them is messages on a lost page.
+	// the front): a hole in them is messages on a lost page. The session's
+	// record counts its messages as of the last commit, which also covers
+	// lost pages at either end of the sequence.
 	total := s.seen + s.broken
 	if s.seen > 0 {
 		if span := s.maxSeq - s.minSeq + 1; span > uint64(s.seen) && span-uint64(s.seen) <= 1<<20 {
 			total += int(span) - s.seen
 		}
+	}
+	switch {
+	case s.info != nil:
+		total = max(total, s.info.Count)
+	case damaged:
+		v.rep.LostUncounted = true
 	}
 	msgs := wellFormed(s.msgs)
 	v.rep.MessagesLost += total - len(msgs)

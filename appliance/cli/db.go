@@ -40,8 +40,13 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 			fs.StringVar(&to, "to", "", "salvage: the new `file` to write (default: perch.db.salvaged-<time> beside perch.db)")
 		},
 		Run: func(_ context.Context, e *Env, args []string) error {
-			if len(args) != 1 || (args[0] != "check" && args[0] != "salvage") {
+			switch {
+			case len(args) == 0:
 				return usageError("db", "say what to do: check or salvage")
+			case args[0] != "check" && args[0] != "salvage":
+				return usageError("db", "unknown subcommand %q: say check or salvage", args[0])
+			case len(args) > 1:
+				return usageError("db", "unexpected argument %q after %s", args[1], args[0])
 			}
 			cfg, err := e.loadConfig()
 			if err != nil {
@@ -67,11 +72,17 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 					return fmt.Errorf("db check: %w", err)
 				}
 				if asJSON {
+					if rep.Problems == nil {
+						rep.Problems = []string{} // a list, as when there are some
+					}
 					enc := json.NewEncoder(e.Stdout)
 					enc.SetIndent("", "  ")
 					enc.Encode(rep)
 				} else {
 					fmt.Fprintln(e.Stdout, rep.String())
+				}
+				if !rep.OK() && rep.Size == 0 {
+					return fmt.Errorf("db check: %s is empty; there is nothing in it to salvage", target)
 				}
 				if !rep.OK() {
 					return fmt.Errorf("db check: %s is damaged; 'perch db salvage --from %s' copies out what is readable", target, target)

@@ -91,7 +91,7 @@ func TestDamagedDatabaseByHand(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, stderr, code := h.Run("db", "check")
-	if code != 1 || !strings.Contains(out, "problems:") || !strings.Contains(stderr, "is damaged; 'perch db salvage --from "+db+"'") {
+	if code != 1 || !regexp.MustCompile(`[0-9]+ problems?:`).MatchString(out) || !strings.Contains(stderr, "is damaged; 'perch db salvage --from "+db+"'") {
 		t.Fatalf("check of a damaged file: exit %d\n%s%s", code, out, stderr)
 	}
 
@@ -180,6 +180,46 @@ func TestRootActsAsTheHomesOwner(t *testing.T) {
 		}
 		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 {
 			t.Errorf("%s belongs to uid %d; want the home's owner, 65534", e.Name(), st.Uid)
+		}
+	}
+}
+
+// The db command's smaller answers: an empty perch.db is said to be empty
+// (the gateway starts a new database in it, it sets nothing aside), a
+// salvage that fails writes no file, a wrong word is named, and --json
+// lists problems as a list even when there are none.
+func TestDBCommandEdges(t *testing.T) {
+	h := NewHome(t, nil)
+	db := filepath.Join(h.Dir, "perch.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := h.Run("db", "check")
+	if code != 1 || !strings.Contains(out, "1 problem:") || !strings.Contains(out, "starts a new, empty database") ||
+		strings.Contains(out, "sets a damaged file aside") || !strings.Contains(stderr, "is empty; there is nothing in it to salvage") {
+		t.Errorf("db check of an empty file: exit %d\n%s%s", code, out, stderr)
+	}
+	_, stderr, code = h.Run("db", "salvage")
+	left, _ := filepath.Glob(filepath.Join(h.Dir, "perch.db.salvaged-*"))
+	if code != 1 || len(left) != 0 {
+		t.Errorf("db salvage of an empty file: exit %d, left %v: %s", code, left, stderr)
+	}
+	os.Remove(db)
+	g := h.Start()
+	g.MustChat("s", "hello")
+	g.Signal(syscall.SIGTERM)
+	g.Wait(30 * time.Second)
+	out, stderr, code = h.Run("db", "check", "--json")
+	if code != 0 || !strings.Contains(out, `"problems": []`) {
+		t.Errorf("db check --json of a sound file: exit %d\n%s%s", code, out, stderr)
+	}
+	for args, want := range map[string]string{
+		"db bogus":       `unknown subcommand "bogus": say check or salvage`,
+		"db check extra": `unexpected argument "extra" after check`,
+		"db":             "say what to do: check or salvage",
+	} {
+		if _, stderr, code := h.Run(strings.Fields(args)...); code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("perch %s: exit %d, %q; want %q", args, code, stderr, want)
 		}
 	}
 }
