@@ -187,16 +187,54 @@ func Run(ctx context.Context, e *Env, args []string) int {
 		if errors.Is(err, errReported) {
 			return 1
 		}
+		if ctx.Err() != nil {
+			// A stop signal (Ctrl-C) ended the command, whatever the
+			// error it ended with (a provider call reports a cancelled
+			// request as unreachable): say so.
+			fmt.Fprintln(e.Stderr, "perch: interrupted")
+			return 1
+		}
 		fmt.Fprintf(e.Stderr, "perch: %s\n", oneLine(err))
 		return 1
 	}
 	return 0
 }
 
+// leadingConfig moves a --config FILE given before the command to after
+// it, where every command reads it: "perch --config FILE status" is how
+// such a flag is often written. It returns false when a --config lacks
+// its file.
+func leadingConfig(args []string) ([]string, bool) {
+	n := 0
+	for n < len(args) {
+		switch a := args[n]; {
+		case a == "--config" || a == "-config":
+			if n+1 >= len(args) {
+				return args, false
+			}
+			n += 2
+			continue
+		case strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "-config="):
+			n++
+			continue
+		}
+		break
+	}
+	if n == 0 || n == len(args) {
+		return args[n:], true
+	}
+	out := append([]string{args[n]}, args[:n]...)
+	return append(out, args[n+1:]...), true
+}
+
 // errReported is returned after the error was already printed.
 var errReported = errors.New("reported")
 
 func run(ctx context.Context, e *Env, args []string) error {
+	args, ok := leadingConfig(args)
+	if !ok {
+		return errors.New("--config needs a file: perch --config FILE COMMAND, or perch COMMAND --config FILE")
+	}
 	if len(args) == 0 {
 		writeUsage(e.Stdout)
 		return nil

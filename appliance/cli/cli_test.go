@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -352,5 +354,78 @@ func TestGatewayErrorIsOneLine(t *testing.T) {
 	code := Run(context.Background(), &Env{Stdout: &out, Stderr: &errOut, Runtime: rt}, []string{"gateway"})
 	if code != 1 || errOut.String() != "perch: gateway: port 8080 is busy; second line\n" {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// --config may come before the command as well as after it.
+func TestConfigBeforeTheCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PERCH_HOME", t.TempDir())
+	cfg := filepath.Join(dir, "elsewhere.json")
+	if err := os.WriteFile(cfg, []byte(`{"gateway":{"port":18181}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--config", cfg, "status"}, {"--config=" + cfg, "status"}, {"-config", cfg, "status"}, {"status", "--config", cfg}} {
+		out, errOut, code := runCLI(t, args...)
+		if code != 0 || !strings.Contains(out, cfg) || !strings.Contains(out, ":18181") {
+			t.Errorf("%v: exit %d, stderr %q\n%s", args, code, errOut, out)
+		}
+	}
+	if _, errOut, code := runCLI(t, "--config"); code != 1 || !strings.Contains(errOut, "--config needs a file") {
+		t.Errorf("--config alone: exit %d, %q", code, errOut)
+	}
+	if got, ok := leadingConfig([]string{"--config", "a", "cron", "list", "--json"}); !ok || strings.Join(got, " ") != "cron --config a list --json" {
+		t.Errorf("leadingConfig = %q, %v", got, ok)
+	}
+}
+
+// silentProvider accepts connections and never answers them.
+func silentProvider(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+// perch models gives up on a provider that never answers, naming the wait
+// and the key to check; Ctrl-C meanwhile is reported as an interruption.
+func TestModelsGivesUpOnASilentProvider(t *testing.T) {
+	home(t)
+	t.Setenv("PERCH_PROVIDERS_OPENAI_API_BASE", silentProvider(t))
+	t.Setenv("PERCH_PROVIDERS_OPENAI_API_KEY", "sk-test-never-printed")
+	t.Setenv("PERCH_AGENTS_DEFAULTS_MODEL", "gpt-4o-mini")
+	old := modelsTimeout
+	modelsTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { modelsTimeout = old })
+	start := time.Now()
+	_, errOut, code := runCLI(t, "models")
+	if code != 1 || !strings.Contains(errOut, "openai did not answer its model list within 300ms") || !strings.Contains(errOut, "providers.openai.api_base") {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v", took)
+	}
+	modelsTimeout = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	var out, stderr strings.Builder
+	if code := Run(ctx, &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &stderr}, []string{"models"}); code != 1 || stderr.String() != "perch: interrupted\n" {
+		t.Errorf("interrupted: exit %d, %q", code, stderr.String())
+	}
+	if strings.Contains(errOut+stderr.String(), "sk-test") {
+		t.Error("the key was printed")
 	}
 }

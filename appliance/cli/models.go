@@ -3,12 +3,18 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/perchhq/perch/appliance/provider"
 )
+
+// modelsTimeout bounds the wait for the model list: a long one (hundreds of
+// models, with prices) takes a few seconds on a slow link.
+var modelsTimeout = 30 * time.Second
 
 func modelsCommand() *Command {
 	var (
@@ -51,7 +57,14 @@ whose id contains it (ignoring case), as the chat's /models FILTER does: perch m
 			if err != nil {
 				return err
 			}
-			all, err := cl.Models(ctx)
+			// The page's setup gives up on a silent provider; so does
+			// the command, naming what it waited for.
+			mctx, cancel := context.WithTimeout(ctx, modelsTimeout)
+			defer cancel()
+			all, err := cl.Models(mctx)
+			if err != nil && ctx.Err() == nil && errors.Is(mctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("models: %s did not answer its model list within %v; check providers.%s.api_base and the network", cl.Name(), modelsTimeout, cl.Name())
+			}
 			if err != nil {
 				return err
 			}

@@ -155,6 +155,25 @@ func TestLoadAbsentExplicitIsErrNoConfig(t *testing.T) {
 	}
 }
 
+// A config saved with a UTF-8 byte-order mark (Windows editors) loads; a
+// mark elsewhere is still an error.
+func TestLoadToleratesAByteOrderMark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte("\xef\xbb\xbf{\"gateway\":{\"port\":18282}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(Options{Path: path, Env: noEnv})
+	if err != nil || cfg.Gateway.Port != 18282 {
+		t.Fatalf("with a BOM: %v, port %v", err, cfg)
+	}
+	if err := os.WriteFile(path, []byte("{\"gateway\":\xef\xbb\xbf{}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(Options{Path: path, Env: noEnv}); err == nil {
+		t.Fatal("a BOM inside the JSON loaded")
+	}
+}
+
 // TestLoadHomeIsAFile: PERCH_HOME naming a file is said so, instead of
 // "open …/config.json: not a directory".
 func TestLoadHomeIsAFile(t *testing.T) {

@@ -68,6 +68,9 @@ func Load(opts Options) (*Config, error) {
 	case err != nil:
 		return nil, fmt.Errorf("config: read %s: %w", path, err)
 	default:
+		// Editors on other systems (Notepad) may begin a UTF-8 file with
+		// a byte-order mark, which JSON does not allow; it says nothing.
+		data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 		if err := decode(data, cfg); err != nil {
 			return nil, fmt.Errorf("config: %s: %w", path, err)
 		}
