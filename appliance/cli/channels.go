@@ -62,6 +62,9 @@ func approve(ctx context.Context, w io.Writer, cfg *config.Config, code string) 
 		fmt.Fprintf(w, "Approved %s on %s: added to %s. They can talk to the bot now.\n", who(a.Pairing), a.Channel, a.Key)
 		return nil
 	}
+	if noDatabase(cfg) {
+		return fmt.Errorf("channels approve: %w", channel.ErrNoPairing)
+	}
 	db, err := openStore(cfg)
 	if err != nil {
 		return err
@@ -86,7 +89,7 @@ func pending(ctx context.Context, w io.Writer, cfg *config.Config) error {
 		if list, err = c.Pairings(ctx); err != nil {
 			return fmt.Errorf("channels pending: %w", err)
 		}
-	} else {
+	} else if !noDatabase(cfg) {
 		db, err := openStore(cfg)
 		if err != nil {
 			return err

@@ -429,3 +429,13 @@ func TestModelsGivesUpOnASilentProvider(t *testing.T) {
 		t.Error("the key was printed")
 	}
 }
+
+// An empty job id is a usage error here, not a request for the gateway.
+func TestCronEmptyID(t *testing.T) {
+	home(t)
+	for _, action := range []string{"enable", "disable", "remove"} {
+		if _, errOut, code := runCLI(t, "cron", action, " "); code != 1 || !strings.Contains(errOut, action+" takes the job's id") {
+			t.Errorf("cron %s '': exit %d, %q", action, code, errOut)
+		}
+	}
+}

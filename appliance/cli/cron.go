@@ -66,7 +66,7 @@ the message (or the command's output) is sent as is to --channel and --to.
 					return usageError("cron", "%s takes no argument, got %q", action, args[0])
 				}
 			case "remove", "enable", "disable":
-				if len(args) != 1 {
+				if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
 					return usageError("cron", "%s takes the job's id (see 'perch cron list')", action)
 				}
 			default:
@@ -83,6 +83,9 @@ the message (or the command's output) is sent as is to --channel and --to.
 			cfg, err := e.loadConfig()
 			if err != nil {
 				return err
+			}
+			if action != "add" && noDatabase(cfg) {
+				return runCron(ctx, e.Stdout, noJobs{}, action, args, spec, asJSON)
 			}
 			jobs, done, err := openJobs(ctx, cfg, e.Stderr)
 			if err != nil {
@@ -195,6 +198,20 @@ var flagWords = strings.NewReplacer(
 	"at_seconds", "--at", "every_seconds", "--every", "cron_expr", "--cron", "tz ", "--tz ",
 	"deliver needs channel and to", "--deliver needs --channel and --to", "message is empty", "--message is empty",
 )
+
+// noJobs are the jobs of a home whose database was never made.
+type noJobs struct{}
+
+func (noJobs) List(context.Context) ([]api.Job, error) { return []api.Job{}, nil }
+func (noJobs) Add(context.Context, api.JobSpec) (api.Job, error) {
+	return api.Job{}, errors.New("schedule: no database to add to")
+}
+func (noJobs) Remove(_ context.Context, id string) (api.Job, error) {
+	return api.Job{}, fmt.Errorf("%w %q (see 'perch cron list')", schedule.ErrNotFound, id)
+}
+func (noJobs) SetEnabled(_ context.Context, id string, _ bool) (api.Job, error) {
+	return api.Job{}, fmt.Errorf("%w %q (see 'perch cron list')", schedule.ErrNotFound, id)
+}
 
 // openJobs returns the jobs of the running gateway, or of the database
 // when none runs.

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/perchhq/perch/appliance/config"
@@ -17,4 +19,12 @@ func openStore(cfg *config.Config) (*store.DB, error) {
 		return nil, fmt.Errorf("config dir %s: %w", cfg.Dir(), err)
 	}
 	return store.Open(cfg.DBPath(), store.Options{})
+}
+
+// noDatabase reports whether cfg's database was never made: commands that
+// only read answer "nothing" then, instead of creating it (and its
+// journal) in a home that may never run a gateway.
+func noDatabase(cfg *config.Config) bool {
+	_, err := os.Stat(cfg.DBPath())
+	return errors.Is(err, fs.ErrNotExist)
 }

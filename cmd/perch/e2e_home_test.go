@@ -15,11 +15,11 @@ import (
 
 // TestHomeCreatedPrivate: whichever command makes PERCH_HOME first makes
 // it 0700, since it will hold the config, the token and the database. A
-// command that only reads (db check) makes nothing and says why.
+// command that only reads (db check, cron list) makes nothing.
 func TestHomeCreatedPrivate(t *testing.T) {
 	for _, args := range [][]string{
 		{"onboard"},
-		{"cron", "list"},
+		{"cron", "add", "--message", "tea", "--every", "1h"},
 		{"agent", "-m", "/help"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
@@ -43,8 +43,18 @@ func TestHomeCreatedPrivate(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "no database at "+filepath.Join(h.Dir, "perch.db")+" and no damaged copy") {
 		t.Errorf("db salvage without a database: exit %d, %q", code, stderr)
 	}
+	// Listing what was never stored answers "nothing".
+	if out, stderr, code := h.Run("cron", "list", "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("cron list without a database: exit %d, %q %q", code, out, stderr)
+	}
+	if out, _, code := h.Run("channels", "pending"); code != 0 || !strings.Contains(out, "No pairing codes") {
+		t.Errorf("channels pending without a database: exit %d, %q", code, out)
+	}
+	if _, stderr, code := h.Run("cron", "remove", "0123abcd"); code != 1 || !strings.Contains(stderr, `no such job "0123abcd"`) {
+		t.Errorf("cron remove without a database: exit %d, %q", code, stderr)
+	}
 	if _, err := os.Stat(h.Dir); err == nil {
-		t.Errorf("db check or salvage made %s", h.Dir)
+		t.Errorf("db check, db salvage, cron list or channels pending made %s", h.Dir)
 	}
 }
 

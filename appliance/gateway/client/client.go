@@ -145,7 +145,13 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	if e.Message != "" {
+	switch {
+	case e.Message != "" && e.Status < 500:
+		// The gateway refused the request and says why (an unknown job,
+		// an interval out of range): its words alone, as the same
+		// command says them without a gateway.
+		return e.Message
+	case e.Message != "":
 		return "gateway: " + e.Message
 	}
 	return fmt.Sprintf("gateway: HTTP %d", e.Status)

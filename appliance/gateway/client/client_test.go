@@ -218,7 +218,7 @@ func TestCalls(t *testing.T) {
 	if err != nil || j.ID == "" || !j.Enabled {
 		t.Fatalf("Add: %+v %v", j, err)
 	}
-	if _, err := c.Add(ctx, api.JobSpec{}); err == nil || err.Error() != "gateway: message is empty" {
+	if _, err := c.Add(ctx, api.JobSpec{}); err == nil || err.Error() != "message is empty" {
 		t.Errorf("Add refused: %v", err)
 	}
 	if off, err := c.SetEnabled(ctx, j.ID, false); err != nil || off.Enabled {
