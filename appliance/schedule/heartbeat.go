@@ -2,12 +2,14 @@ package schedule
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/perchhq/perch/appliance/wsfile"
 )
 
 // HeartbeatOK is what the model answers when nothing needs the user.
@@ -59,12 +61,20 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 	return nil
 }
 
+// maxHeartbeatFile bounds HEARTBEAT.md as the prompt bounds its files.
+const maxHeartbeatFile = 16 << 10
+
 // Tick runs one heartbeat now. It does nothing (and costs nothing) when
 // HEARTBEAT.md is absent or empty.
 func (h *Heartbeat) Tick(ctx context.Context) {
-	data, err := os.ReadFile(filepath.Join(h.opts.Workspace, "HEARTBEAT.md"))
+	// Read as the prompt's files are: commands write in the workspace,
+	// and the file could be a link to the config or a FIFO.
+	data, _, err := wsfile.Read(h.opts.Workspace, "HEARTBEAT.md", maxHeartbeatFile)
 	tasks := strings.TrimSpace(string(data))
 	if err != nil || tasks == "" || isOnlyHeadings(tasks) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			h.opts.Log.Warn("heartbeat: HEARTBEAT.md not read", "err", err)
+		}
 		return
 	}
 	prompt := "This is a periodic heartbeat. Check the tasks below (from HEARTBEAT.md) and act on any that are due. " +

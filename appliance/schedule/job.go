@@ -38,8 +38,14 @@ func (j record) rhythm() time.Time {
 	return j.Created
 }
 
-// wholeSecond is t moved forward to a whole second, so that runs counted
-// from it (and the times listed for them) fall on whole seconds.
+// rhythmFrom is where a rhythm set at t starts: t's whole second, so its
+// runs (and the times listed for them) fall on whole seconds. It is never
+// after t: a start in the future reads as a clock set back (everyN.Next),
+// and the first run would come at once and again a second later.
+func rhythmFrom(t time.Time) time.Time { return t.Truncate(time.Second) }
+
+// wholeSecond is t moved forward to a whole second, for a one-time moment,
+// which may come a little late but not early.
 func wholeSecond(t time.Time) time.Time {
 	if w := t.Truncate(time.Second); w.Before(t) {
 		return w.Add(time.Second)

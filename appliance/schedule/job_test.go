@@ -155,3 +155,26 @@ func TestEveryNCountsFromItsStart(t *testing.T) {
 		t.Errorf("clock set back: Prev = %v, want none", got)
 	}
 }
+
+// The runs the clock asks for one after the other are an interval apart,
+// whatever the fraction of a second the job was added at (a start rounded
+// up past the moment of adding read as a clock set back: the first run
+// came at the next whole interval from now and again a second later).
+func TestEveryNRunsOncePerInterval(t *testing.T) {
+	const d = 10 * time.Second
+	for _, frac := range []time.Duration{0, time.Nanosecond, 336 * time.Millisecond, 999 * time.Millisecond} {
+		added := time.Date(2030, 1, 2, 3, 4, 25, 0, time.UTC).Add(frac)
+		e := everyN{d: d, from: rhythmFrom(added)}
+		first := e.Next(added)
+		if !first.After(added) || first.Sub(added) > d {
+			t.Errorf("added at +%v: first run %v after", frac, first.Sub(added))
+		}
+		// The clock asks again at the time it woke, at or a little after
+		// the run's.
+		for _, late := range []time.Duration{0, 3 * time.Millisecond} {
+			if next := e.Next(first.Add(late)); next.Sub(first) != d {
+				t.Errorf("added at +%v, asked %v after the first run: the next comes %v after it, want %v", frac, late, next.Sub(first), d)
+			}
+		}
+	}
+}

@@ -103,7 +103,7 @@ func (s *Service) Start(ctx context.Context) error {
 			// A run fell due while we were down: made up now, once,
 			// and the rhythm goes on from this run, not the missed one.
 			s.log.Info("cron job missed while stopped; running it now", "job", j.ID, "was_due", due.UTC().Format(time.RFC3339))
-			since := wholeSecond(now.UTC())
+			since := rhythmFrom(now.UTC())
 			j.Since = &since
 			if err := s.opts.Store.Put(store.BucketCron, j.ID, j); err != nil {
 				s.log.Warn("cron job: recording the made-up run's rhythm failed", "job", j.ID, "err", err)
@@ -307,7 +307,7 @@ func (s *Service) Add(_ context.Context, spec api.JobSpec) (api.Job, error) {
 		j.At = &at
 	}
 	if j.Schedule.EverySeconds != nil {
-		since := wholeSecond(j.Created)
+		since := rhythmFrom(j.Created)
 		j.Since = &since
 	}
 	s.mu.Lock()
@@ -414,7 +414,7 @@ func (s *Service) SetEnabled(_ context.Context, id string, on bool) (api.Job, er
 	if on && !j.Enabled && j.Schedule.EverySeconds != nil {
 		// Enabled again: its runs count from now, not from before the
 		// pause (which would make up a missed run at the next start).
-		since := wholeSecond(time.Now().UTC())
+		since := rhythmFrom(time.Now().UTC())
 		j.Since = &since
 	}
 	j.Enabled = on
