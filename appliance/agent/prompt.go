@@ -11,6 +11,7 @@ import (
 
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/tools"
+	"github.com/perchhq/perch/appliance/wsfile"
 )
 
 // Workspace files read into the system prompt, in this order.
@@ -147,13 +148,15 @@ func (b *promptBuilder) readStatic(private bool) string {
 		if privatePromptFiles[f] && !private {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(b.dir, filepath.FromSlash(f)))
+		// Commands write in the workspace: wsfile keeps a link to the
+		// config (or anything outside), a FIFO or a huge file out.
+		data, cut, err := wsfile.Read(b.dir, f, maxPromptFile)
 		if err != nil || len(strings.TrimSpace(string(data))) == 0 {
 			continue
 		}
 		text := string(data)
-		if len(text) > maxPromptFile {
-			text = text[:maxPromptFile] + "\n[truncated]"
+		if cut {
+			text += "\n[truncated]"
 		}
 		fmt.Fprintf(&sb, "## %s\n%s\n\n", f, strings.TrimSpace(text))
 	}
@@ -187,7 +190,7 @@ func Skills(workspace string) []Skill {
 			continue
 		}
 		p := filepath.Join(dir, e.Name(), "SKILL.md")
-		data, err := os.ReadFile(p)
+		data, _, err := wsfile.Read(workspace, "skills/"+e.Name()+"/SKILL.md", maxPromptFile)
 		if err != nil {
 			continue
 		}

@@ -3,7 +3,10 @@ package agent
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -65,5 +68,46 @@ func TestPromptHeadIsKept(t *testing.T) {
 	h3, _ := b.parts(reg, bus.Inbound{Channel: "cli"}, "k")
 	if h3 == h1 || !strings.Contains(h3, "newtool") {
 		t.Fatal("the head did not change with the tools")
+	}
+}
+
+// The prompt's files are the workspace's own: a command that links one of
+// them to the config file (or any file outside) does not put the keys in
+// the prompt, a FIFO in their place does not block the turn, and a skill
+// whose SKILL.md leads out of the workspace is not listed.
+func TestPromptFilesStayInTheWorkspace(t *testing.T) {
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "config.json")
+	if err := os.WriteFile(secret, []byte(`{"api_key":"sk-leaked"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	for _, err := range []error{
+		os.WriteFile(filepath.Join(ws, "AGENT.md"), []byte("Be brief."), 0o644),
+		os.Symlink(secret, filepath.Join(ws, "IDENTITY.md")),
+		syscall.Mkfifo(filepath.Join(ws, "USER.md"), 0o644),
+		os.MkdirAll(filepath.Join(ws, "skills", "leak"), 0o755),
+		os.Symlink(secret, filepath.Join(ws, "skills", "leak", "SKILL.md")),
+		os.MkdirAll(filepath.Join(ws, "skills", "ok"), 0o755),
+		os.WriteFile(filepath.Join(ws, "skills", "ok", "SKILL.md"), []byte("water the plants"), 0o644),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := tools.NewRegistry(slog.New(slog.DiscardHandler))
+	done := make(chan string, 1)
+	go func() { done <- newPromptBuilder(ws).build(reg, bus.Inbound{Channel: "cli"}, "k") }()
+	var got string
+	select {
+	case got = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("building the prompt blocked on the FIFO in USER.md's place")
+	}
+	if strings.Contains(got, "sk-leaked") || strings.Contains(got, "IDENTITY.md") || strings.Contains(got, "leak (") {
+		t.Errorf("a file outside the workspace reached the prompt:\n%s", got)
+	}
+	if !strings.Contains(got, "Be brief.") || !strings.Contains(got, "ok (skills/ok/SKILL.md): water the plants") {
+		t.Errorf("the workspace's own files are missing:\n%s", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -506,5 +507,40 @@ func TestTypingLastsAsLongAsATurnMay(t *testing.T) {
 		if got := in.TypingFor(); got != want {
 			t.Errorf("turn timeout %s: typing for %s, want %s", turn, got, want)
 		}
+	}
+}
+
+// A command that replaced a folder of the media path by a link out of the
+// workspace (to the config's directory) does not get the attachment
+// written there: the download is refused and nothing lands outside.
+func TestMediaIsNotWrittenThroughALinkOut(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	outside := t.TempDir()
+	media := filepath.Join(r.dir, "ws", "media")
+	if err := os.MkdirAll(media, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(media, "telegram")); err != nil {
+		t.Fatal(err)
+	}
+	in.Receive(context.Background(), Message{EventID: "1", ChatID: "5", SenderID: "5", MessageID: "43", Text: "look", Media: []MediaRef{
+		{Kind: MediaImage, MIME: "image/jpeg", Fetch: func(context.Context) (io.ReadCloser, int64, error) {
+			return io.NopCloser(strings.NewReader(`{"providers":{}}`)), 16, nil
+		}},
+	}})
+	got := r.inbound(300 * time.Millisecond)
+	if len(got) != 1 || len(got[0].Media) != 0 || !strings.Contains(got[0].Text, "not downloaded") {
+		t.Fatalf("inbound %+v", got)
+	}
+	var found []string
+	filepath.WalkDir(outside, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if len(found) > 0 {
+		t.Errorf("written outside the workspace: %v", found)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/perchhq/perch/appliance/bus"
@@ -110,8 +111,20 @@ func (in *Intake) download(ctx context.Context, m Message, i int, ref MediaRef) 
 	if size > in.maxMedia {
 		return "", fmt.Errorf("%s, larger than %s (%s)", sizeText(size), in.configKey("max_media_mb"), sizeText(in.maxMedia))
 	}
-	dir := filepath.Join(in.workspace, "media", in.name, time.Now().Format("2006-01-02"), messageDir(m))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The agent's commands write in the workspace too: through an
+	// os.Root, a folder on the way that a command made a link out of it
+	// (to the config's directory) is refused instead of written through,
+	// and O_NONBLOCK keeps a FIFO in the file's place from blocking.
+	if err := os.MkdirAll(in.workspace, 0o755); err != nil {
+		return "", err
+	}
+	root, err := os.OpenRoot(in.workspace)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	dir := filepath.Join("media", in.name, time.Now().Format("2006-01-02"), messageDir(m))
+	if err := root.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	name := mediaName(ref)
@@ -119,11 +132,16 @@ func (in *Intake) download(ctx context.Context, m Message, i int, ref MediaRef) 
 		ext := filepath.Ext(name)
 		name = fmt.Sprintf("%s-%d%s", strings.TrimSuffix(name, ext), i+1, ext)
 	}
-	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	rel := filepath.Join(dir, name)
+	f, err := root.OpenFile(rel, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return "", err
 	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return "", fmt.Errorf("%s is not a regular file", rel)
+	}
+	path := filepath.Join(in.workspace, rel)
 	n, err := io.Copy(f, io.LimitReader(body, in.maxMedia+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -132,7 +150,7 @@ func (in *Intake) download(ctx context.Context, m Message, i int, ref MediaRef) 
 		err = fmt.Errorf("larger than %s (%s)", in.configKey("max_media_mb"), sizeText(in.maxMedia))
 	}
 	if err != nil {
-		os.Remove(path)
+		root.Remove(rel)
 		return "", err
 	}
 	return path, nil

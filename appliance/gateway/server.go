@@ -366,6 +366,17 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		}
 		return false
 	}
+	// One JSON value and nothing after it: a client that sent more (two
+	// objects, a stray word) meant something else than what would run.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over %d bytes (1 MiB)", MaxBody))
+		} else {
+			WriteError(w, http.StatusBadRequest, "malformed JSON body: something follows the JSON value; send one object")
+		}
+		return false
+	}
 	return true
 }
 

@@ -217,6 +217,10 @@ func TestDecodeJSON(t *testing.T) {
 		{"empty body", ``, 400, "the body is empty; send a JSON object"},
 		{"ends early", `{"a":[1,`, 400, "malformed JSON body: it ends early (a missing } or ])"},
 		{"wrong type", `[1,2]`, 400, "the body must be an object, not an array"},
+		{"trailing word", `{"a":1} trailing`, 400, "something follows the JSON value"},
+		{"two objects", `{"a":1}{"a":2}`, 400, "something follows the JSON value"},
+		{"a stray brace", `{"a":1}}`, 400, "something follows the JSON value"},
+		{"trailing white space", "{\"a\":1}\n \t\r\n", 200, ""},
 		{"just under the cap", `{"a":"` + strings.Repeat("x", MaxBody-10) + `"}`, 200, ""},
 		{"over the cap", `{"a":"` + strings.Repeat("x", MaxBody) + `"}`, 413, "request body is over 1048576 bytes (1 MiB)"},
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
 
 	"github.com/sashabaranov/go-openai"
 
@@ -35,8 +38,18 @@ func NewTranscriber(ctx context.Context, cfg *config.Config, log *slog.Logger) (
 // Transcribe sends the audio file at path to {api_base}/audio/transcriptions
 // and returns the text.
 func (c *Client) Transcribe(ctx context.Context, path string) (string, error) {
+	// The file lies in the workspace, where commands write too: a link in
+	// its place (to the config) is not followed, nor a FIFO waited on.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", fmt.Errorf("transcription: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("transcription: %s is not a regular file", filepath.Base(path))
+	}
 	st := &callState{}
-	resp, err := c.oa.CreateTranscription(withState(ctx, st), openai.AudioRequest{Model: c.choice.Model, FilePath: path})
+	resp, err := c.oa.CreateTranscription(withState(ctx, st), openai.AudioRequest{Model: c.choice.Model, FilePath: filepath.Base(path), Reader: f})
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()

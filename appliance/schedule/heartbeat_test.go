@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -120,6 +121,40 @@ func TestHeartbeatTickWithoutDeliver(t *testing.T) {
 	h.Tick(context.Background())
 	if !asked {
 		t.Error("the model was not asked")
+	}
+}
+
+// HEARTBEAT.md is read as the workspace's own file: a command that links
+// it to a file outside (the config) or makes it a FIFO gets no tick, and
+// no blocked one.
+func TestHeartbeatReadsOnlyTheWorkspacesFile(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(secret, []byte(`- {"api_key":"sk-leaked"}`), 0o600)
+	for name, plant := range map[string]func(string) error{
+		"a link out": func(p string) error { return os.Symlink(secret, p) },
+		"a FIFO":     func(p string) error { return syscall.Mkfifo(p, 0o644) },
+	} {
+		ws := t.TempDir()
+		if err := plant(filepath.Join(ws, "HEARTBEAT.md")); err != nil {
+			t.Fatal(err)
+		}
+		asked := make(chan string, 1)
+		h := NewHeartbeat(HeartbeatOptions{Workspace: ws, Log: slog.New(slog.DiscardHandler), Ask: func(_ context.Context, p string) (string, error) {
+			asked <- p
+			return HeartbeatOK, nil
+		}})
+		done := make(chan struct{})
+		go func() { h.Tick(context.Background()); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the tick blocked", name)
+		}
+		select {
+		case p := <-asked:
+			t.Errorf("%s: the model was asked: %q", name, p)
+		default:
+		}
 	}
 }
 
