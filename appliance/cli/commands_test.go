@@ -297,6 +297,43 @@ func TestSkillsRefusals(t *testing.T) {
 	}
 }
 
+// A link a command made in place of skills/ (or of a skill's folder) is
+// not installed into or removed through: the CLI may run with sudo.
+func TestSkillsRefuseLinksInTheWorkspace(t *testing.T) {
+	ws := skillsEnv(t)
+	good := writeSkill(t, t.TempDir(), "good", "# Good\nA skill.\n")
+	elsewhere := t.TempDir()
+	victim := writeSkill(t, elsewhere, "victim", "# Not a skill of this workspace\n")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(ws, "skills")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][2]string{{"install", good}, {"remove", "victim"}} {
+		if _, err := skills(c[0], c[1], ""); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+			t.Errorf("%s through a linked skills/: %v", c[0], err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(victim, "SKILL.md")); err != nil {
+		t.Errorf("the folder behind the link lost its file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "good")); err == nil {
+		t.Error("a skill was installed through the link")
+	}
+	os.Remove(filepath.Join(ws, "skills"))
+	os.MkdirAll(filepath.Join(ws, "skills"), 0o755)
+	if err := os.Symlink(victim, filepath.Join(ws, "skills", "victim")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := skills("remove", "victim", ""); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("remove of a linked skill folder: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(victim, "SKILL.md")); err != nil {
+		t.Errorf("the folder behind the link lost its file: %v", err)
+	}
+}
+
 // runCLI runs the command line args in-process and returns stdout, stderr
 // and the exit code.
 func runCLI(t *testing.T, args ...string) (string, string, int) {

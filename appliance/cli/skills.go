@@ -58,6 +58,16 @@ the new one is in place).`,
 			}
 			ws := cfg.WorkspaceDir()
 			dir := filepath.Join(ws, "skills")
+			if action == "install" || action == "remove" {
+				// The agent's commands write in the workspace: a link in
+				// place of skills/ or of the skill's folder would have this
+				// command, often run with sudo, write or delete elsewhere.
+				for _, p := range []string{dir, filepath.Join(dir, arg)} {
+					if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+						return fmt.Errorf("skills: %s is a symbolic link, not a folder of the workspace (a command may have made it); remove it and try again", p)
+					}
+				}
+			}
 			switch action {
 			case "list":
 				skills := agent.Skills(ws)
