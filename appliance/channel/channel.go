@@ -245,10 +245,16 @@ func (m *Manager) deliver(out bus.Outbound) {
 		}
 		return
 	}
+	if hub != nil {
+		hub.Hold(out)
+	}
 	select {
 	case q <- out:
 	default:
-		m.log.Warn("too many replies wait for this channel; one is dropped (its message is answered again after a restart)", "channel", out.Channel, "chat", out.ChatID)
+		m.log.Warn("too many replies wait for this channel; the sweeper sends this one later", "channel", out.Channel, "chat", out.ChatID)
+		if hub != nil {
+			hub.Release(out)
+		}
 	}
 }
 
@@ -257,8 +263,13 @@ func (m *Manager) sender(ctx context.Context, q chan bus.Outbound) {
 	defer m.sendersWG.Done()
 	for out := range q {
 		err := m.sendNow(ctx, out)
-		if hub := m.Hub(); hub != nil && ctx.Err() == nil {
+		switch hub := m.Hub(); {
+		case hub == nil:
+		case ctx.Err() == nil:
 			hub.Settle(out, err)
+		default:
+			// Stopping: what was not delivered goes at the next start.
+			hub.Stopped(out, err)
 		}
 	}
 }

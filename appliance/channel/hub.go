@@ -55,6 +55,9 @@ type Hub struct {
 	// unsent holds inbox entries whose turn has not been handed to the
 	// agent yet (the bus was full); the sweeper hands them over.
 	unsent map[uint64]bus.Inbound
+	// sending holds the inbox entries whose reply a channel's sender has
+	// (Hold): the sweeper leaves them to it.
+	sending map[uint64]bool
 	// memSeen is the dedupe set without a store.
 	memSeen  map[string]bool
 	memOrder []string
@@ -87,7 +90,7 @@ func NewHub(o HubOptions) *Hub {
 		o.Now = time.Now
 	}
 	h := &Hub{o: o, log: o.Log, intakes: map[string]*Intake{}, typing: map[uint64]context.CancelFunc{},
-		unsent: map[uint64]bus.Inbound{}, memSeen: map[string]bool{}, kick: make(chan struct{}, 1)}
+		unsent: map[uint64]bus.Inbound{}, sending: map[uint64]bool{}, memSeen: map[string]bool{}, kick: make(chan struct{}, 1)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -252,6 +255,59 @@ func (h *Hub) stopTyping(id uint64) {
 	}
 }
 
+// Hold records out as its message's reply before a channel's sender takes
+// it: the model's answer is in the history by now, so a gateway stopped or
+// cut off while the reply goes out (a long answer's parts, a platform's
+// rate limit to wait out) sends this reply at its next start instead of
+// running the turn again (a second, different answer after the first one's
+// start). Settle, or Release when the reply was not taken, ends the hold.
+func (h *Hub) Hold(out bus.Outbound) {
+	if out.InboxID == 0 || h.o.Store == nil {
+		return
+	}
+	h.mu.Lock()
+	h.sending[out.InboxID] = true
+	h.mu.Unlock()
+	e, ok := h.load(out.InboxID)
+	if !ok {
+		return
+	}
+	if e.Reply != nil {
+		out.Delivered = max(out.Delivered, e.Reply.Delivered)
+	}
+	e.Reply = &out
+	if err := h.save(out.InboxID, e); err != nil {
+		h.log.Error("cannot keep a reply before sending it; a restart meanwhile answers its message again", "channel", out.Channel, "chat", out.ChatID, "err", err)
+	}
+}
+
+// Release ends a hold whose reply no sender took (its queue was full): the
+// sweeper sends it.
+func (h *Hub) Release(out bus.Outbound) {
+	h.mu.Lock()
+	delete(h.sending, out.InboxID)
+	h.mu.Unlock()
+	h.poke()
+}
+
+// Stopped is the sender's report on out when the gateway stopped while it
+// went out: the reply stays in its entry, with how much of it was
+// delivered, for the next start.
+func (h *Hub) Stopped(out bus.Outbound, err error) {
+	if out.InboxID == 0 {
+		return
+	}
+	h.stopTyping(out.InboxID)
+	h.mu.Lock()
+	delete(h.sending, out.InboxID)
+	h.mu.Unlock()
+	if err == nil {
+		h.clear(out.InboxID)
+		return
+	}
+	h.keepReply(out, err)
+}
+
 // Settle is the dispatcher's report on out after the channel's Send: it
 // stops the typing indicator and clears out's inbox entry once the reply
 // was delivered or failed for good. A reply that failed for now (network,
@@ -261,6 +317,9 @@ func (h *Hub) Settle(out bus.Outbound, err error) {
 		return
 	}
 	h.stopTyping(out.InboxID)
+	h.mu.Lock()
+	delete(h.sending, out.InboxID)
+	h.mu.Unlock()
 	switch {
 	case err == nil:
 		h.clear(out.InboxID)
@@ -516,6 +575,12 @@ func (h *Hub) sweepOnce() bool {
 		out.InboxID = it.id
 		if h.intake(out.Channel) == nil {
 			continue
+		}
+		h.mu.Lock()
+		held := h.sending[it.id]
+		h.mu.Unlock()
+		if held {
+			continue // its sender is on it
 		}
 		if now.Sub(it.e.Created) > h.o.ReplyRetryFor {
 			h.log.Warn("a reply the platform did not take for a day is dropped", "channel", out.Channel, "chat", out.ChatID)

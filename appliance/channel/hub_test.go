@@ -544,3 +544,79 @@ func TestMediaIsNotWrittenThroughALinkOut(t *testing.T) {
 		t.Errorf("written outside the workspace: %v", found)
 	}
 }
+
+// A reply held for sending when the gateway stops (or dies) before the
+// platform took it all is sent at the next start, from the part that did
+// not arrive: the turn is not run again (a second, different answer after
+// the first one's start, and the message twice in the history).
+func TestHeldReplyIsSentAtTheNextStartNotAnsweredAgain(t *testing.T) {
+	for _, how := range []string{"killed while sending", "stopped during a rate-limit wait"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			r := newRig(t, dir)
+			in := r.intake(nil)
+			in.Receive(context.Background(), Message{EventID: "e1", ChatID: "5", SenderID: "5", Text: "long please"})
+			got := r.inbound(200 * time.Millisecond)
+			if len(got) != 1 {
+				t.Fatalf("%d inbound", len(got))
+			}
+			out := bus.Outbound{Channel: "telegram", ChatID: "5", Text: "part one\n\npart two", InboxID: got[0].InboxID}
+			r.hub.Hold(out)
+			if how == "stopped during a rate-limit wait" {
+				// The sender's report as the gateway stops: one part went.
+				r.hub.Stopped(out, &PartialError{Delivered: 1, Err: &SendError{Kind: RateLimited, Err: errors.New("429")}})
+			}
+			r.hub.Stop()
+			r.db.Close()
+
+			r2 := newRig(t, dir)
+			r2.intake(nil)
+			sent := make(chan bus.Outbound, 4)
+			r2.hub.Prepare()
+			r2.hub.Start(context.Background(), func(_ context.Context, o bus.Outbound) error { sent <- o; return nil })
+			if again := r2.inbound(300 * time.Millisecond); len(again) != 0 {
+				t.Fatalf("the turn ran again: %+v", again)
+			}
+			select {
+			case o := <-sent:
+				want := 0
+				if how == "stopped during a rate-limit wait" {
+					want = 1
+				}
+				if o.Text != out.Text || o.Delivered != want {
+					t.Errorf("resent %q from part %d, want %q from part %d", o.Text, o.Delivered, out.Text, want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the held reply was not sent")
+			}
+			select {
+			case o := <-sent:
+				t.Errorf("sent twice: %+v", o)
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	}
+}
+
+// While a sender has a reply, the sweeper leaves it alone: a held reply is
+// not sent twice in one run.
+func TestHeldReplyIsNotSweptMeanwhile(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	in.Receive(context.Background(), Message{EventID: "e1", ChatID: "5", SenderID: "5", Text: "hi"})
+	got := r.inbound(200 * time.Millisecond)
+	swept := make(chan bus.Outbound, 4)
+	r.hub.Start(context.Background(), func(_ context.Context, o bus.Outbound) error { swept <- o; return nil })
+	out := bus.Outbound{Channel: "telegram", ChatID: "5", Text: "hello", InboxID: got[0].InboxID}
+	r.hub.Hold(out)
+	r.hub.poke()
+	select {
+	case o := <-swept:
+		t.Fatalf("the sweeper sent a held reply: %+v", o)
+	case <-time.After(300 * time.Millisecond):
+	}
+	r.hub.Settle(out, nil)
+	if e, ok := r.hub.load(out.InboxID); ok {
+		t.Errorf("the entry outlived its delivered reply: %+v", e)
+	}
+}
