@@ -122,6 +122,10 @@ type Format struct {
 	// Render turns the agent's Markdown into the platform's markup; nil
 	// sends the text as it is.
 	Render func(markdown string) string
+	// MeasureRendered counts a rendered part as the platform counts it
+	// against Limit (Telegram: the text its HTML shows, tags left out and
+	// each entity one character; nil: Measure, markup and all).
+	MeasureRendered func(string) int
 	// Plain turns Markdown into the plain text sent when the platform
 	// refuses the markup (nil: PlainText).
 	Plain func(markdown string) string
@@ -132,6 +136,13 @@ func (f Format) measure(s string) int {
 		return f.Measure(s)
 	}
 	return utf8.RuneCountInString(s)
+}
+
+func (f Format) measureRendered(s string) int {
+	if f.MeasureRendered != nil {
+		return f.MeasureRendered(s)
+	}
+	return f.measure(s)
 }
 
 // Part is one message of a reply.
@@ -161,7 +172,7 @@ func Prepare(markdown string, f Format) []Part {
 			if f.Render != nil {
 				p.Text, p.Formatted = f.Render(c), true
 			}
-			if n := f.measure(p.Text); n > f.Limit {
+			if n := f.measureRendered(p.Text); n > f.Limit {
 				worst = max(worst, n)
 			}
 			out = append(out, p)
@@ -176,7 +187,7 @@ func Prepare(markdown string, f Format) []Part {
 		}
 		fixed := out[:0:0]
 		for _, p := range out {
-			if f.measure(p.Text) > f.Limit || f.measure(p.Plain) > f.Limit {
+			if f.measureRendered(p.Text) > f.Limit || f.measure(p.Plain) > f.Limit {
 				// Pathological markup growth: plain text cut to size.
 				for _, s := range splitMeasured(p.Plain, f.Limit, f.measure, false) {
 					fixed = append(fixed, Part{Text: s, Plain: s})

@@ -284,3 +284,26 @@ func TestAPartlySentReplyResumesWhereItStopped(t *testing.T) {
 		t.Errorf("sent %d messages; want the %d parts and the file once", len(sent), parts)
 	}
 }
+
+// shownLen counts what Telegram counts against its limit: the text the
+// HTML shows, in UTF-16 units; it agrees with the fake's own parser.
+func TestShownLen(t *testing.T) {
+	for _, c := range []struct {
+		html string
+		want int
+	}{
+		{"plain", 5},
+		{"<b>bold</b> &amp;&amp; <i>it</i>", 10},
+		{"a &lt;b&gt; c", 7},
+		{"&quot;q&quot;", 3},
+		{"&#39;&#x1F600;", 3}, // ' and an emoji of two units
+		{"AT&T; & co", 10},    // not entities: counted as written
+		{"🌱", 2},
+		{`<a href="https://x.test/?a=1&amp;b=2">link</a>`, 4},
+		{"<pre><code class=\"language-sh\">x &gt;&gt; y</code></pre>", 6},
+	} {
+		if got := shownLen(c.html); got != c.want {
+			t.Errorf("shownLen(%q) = %d, want %d", c.html, got, c.want)
+		}
+	}
+}

@@ -9,13 +9,77 @@ import (
 	"strings"
 	"time"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
 )
 
-// format is how Telegram shows text: HTML parse mode, 4096 UTF-16 units.
-var format = channel.Format{Limit: Limit, Measure: utf16Len, Render: channel.TelegramHTML}
+// format is how Telegram shows text: HTML parse mode, 4096 UTF-16 units
+// of the text the HTML shows (the limit applies after entities are
+// parsed: "&amp;&amp;" is two characters, a tag none).
+var format = channel.Format{Limit: Limit, Measure: utf16Len, Render: channel.TelegramHTML, MeasureRendered: shownLen}
+
+// shownLen is the length in UTF-16 units of the text that the HTML s
+// shows: tags count nothing, an entity (&amp;, &lt;, &#39;, &#x1F600;)
+// counts as the character it stands for, an "&" that starts none as itself.
+func shownLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		switch s[i] {
+		case '<':
+			if j := strings.IndexByte(s[i:], '>'); j >= 0 {
+				i += j + 1
+				continue
+			}
+		case '&':
+			if r, size := htmlEntity(s[i:]); size > 0 {
+				n += utf16.RuneLen(r)
+				i += size
+				continue
+			}
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		n += utf16.RuneLen(r)
+		if r == utf8.RuneError {
+			n += 1 - utf16.RuneLen(r) // a stray byte: one unit
+		}
+		i += size
+	}
+	return n
+}
+
+// htmlEntity reads the HTML entity at the start of s: the character and the
+// bytes it spans, or size 0 when s does not start one Telegram knows.
+func htmlEntity(s string) (rune, int) {
+	end := strings.IndexByte(s, ';')
+	if end < 2 || end > 10 {
+		return 0, 0
+	}
+	name := s[1:end]
+	switch name {
+	case "lt":
+		return '<', end + 1
+	case "gt":
+		return '>', end + 1
+	case "amp":
+		return '&', end + 1
+	case "quot":
+		return '"', end + 1
+	}
+	if name[0] != '#' || len(name) < 2 {
+		return 0, 0
+	}
+	base, digits := 10, name[1:]
+	if digits[0] == 'x' || digits[0] == 'X' {
+		base, digits = 16, digits[1:]
+	}
+	v, err := strconv.ParseUint(digits, base, 32)
+	if err != nil || digits == "" || !utf8.ValidRune(rune(v)) {
+		return 0, 0
+	}
+	return rune(v), end + 1
+}
 
 func utf16Len(s string) int {
 	n := 0
@@ -169,3 +233,7 @@ func sendError(err error) error {
 	}
 	return err
 }
+
+// Format is how Telegram shows text, for tests and tools that split a reply
+// as the channel does.
+func Format() channel.Format { return format }

@@ -278,8 +278,9 @@ func TestLongReplyArrivesWholeInOrderInPartsWithinTheLimit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("part %d is not valid Telegram HTML: %v", i, err)
 		}
-		if n := len(utf16.Encode([]rune(s.Text))); n > telegram.Limit {
-			t.Errorf("part %d is %d UTF-16 units long", i, n)
+		// Telegram counts the text the HTML shows, after entities.
+		if n := len(utf16.Encode([]rune(plain))); n > telegram.Limit {
+			t.Errorf("part %d shows %d UTF-16 units", i, n)
 		}
 		if (i == 0) != (s.ReplyTo != 0) {
 			t.Errorf("part %d quotes %d; only the first part quotes the message", i, s.ReplyTo)
@@ -290,6 +291,32 @@ func TestLongReplyArrivesWholeInOrderInPartsWithinTheLimit(t *testing.T) {
 	want := strings.Join(strings.Fields(strings.ReplaceAll(long, "```", "")), " ")
 	if got != want {
 		t.Errorf("the parts do not add up to the reply in order:\n got %.200q…\nwant %.200q…", got, want)
+	}
+}
+
+// Telegram's limit applies to the text a message shows: a code block of
+// shell full of &&, >> and <...> that fits goes as one message, though its
+// HTML (&amp;&amp;, &gt;&gt;) is longer than the limit; each part of a
+// longer one shows close to the limit.
+func TestLimitCountsTheShownText(t *testing.T) {
+	line := "if [ -f a ] && [ -f b ]; then cat a >> b; echo '<done>' >&2; fi\n"
+	for _, c := range []struct {
+		lines, parts int
+	}{{50, 1}, {60, 1}, {130, 3}} {
+		md := "```sh\n" + strings.Repeat(line, c.lines) + "```"
+		parts := channel.Prepare(md, telegram.Format())
+		if len(parts) != c.parts {
+			t.Errorf("%d lines (%d characters): %d parts, want %d", c.lines, len(md), len(parts), c.parts)
+		}
+		for i, p := range parts {
+			plain, err := telegramtest.CheckHTML(p.Text)
+			if err != nil {
+				t.Fatalf("%d lines, part %d: %v", c.lines, i, err)
+			}
+			if n := len(utf16.Encode([]rune(plain))); n > telegram.Limit || (i < len(parts)-1 && n < telegram.Limit*3/4) {
+				t.Errorf("%d lines, part %d shows %d units (limit %d)", c.lines, i, n, telegram.Limit)
+			}
+		}
 	}
 }
 
