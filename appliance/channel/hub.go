@@ -284,10 +284,15 @@ func (h *Hub) Hold(out bus.Outbound) {
 // Release ends a hold whose reply no sender took (its queue was full): the
 // sweeper sends it.
 func (h *Hub) Release(out bus.Outbound) {
-	h.mu.Lock()
-	delete(h.sending, out.InboxID)
-	h.mu.Unlock()
+	h.unhold(out.InboxID)
 	h.poke()
+}
+
+// unhold ends the hold on inbox entry id: the sweeper may send its reply.
+func (h *Hub) unhold(id uint64) {
+	h.mu.Lock()
+	delete(h.sending, id)
+	h.mu.Unlock()
 }
 
 // Stopped is the sender's report on out when the gateway stopped while it
@@ -298,9 +303,7 @@ func (h *Hub) Stopped(out bus.Outbound, err error) {
 		return
 	}
 	h.stopTyping(out.InboxID)
-	h.mu.Lock()
-	delete(h.sending, out.InboxID)
-	h.mu.Unlock()
+	h.unhold(out.InboxID)
 	if err == nil {
 		h.clear(out.InboxID)
 		return
@@ -317,9 +320,7 @@ func (h *Hub) Settle(out bus.Outbound, err error) {
 		return
 	}
 	h.stopTyping(out.InboxID)
-	h.mu.Lock()
-	delete(h.sending, out.InboxID)
-	h.mu.Unlock()
+	h.unhold(out.InboxID)
 	switch {
 	case err == nil:
 		h.clear(out.InboxID)
