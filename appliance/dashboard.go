@@ -81,6 +81,14 @@ func (s *System) jobsChanged() {
 	}
 }
 
+// chatAnswered shows an exchange of a page's chat in the other pages open
+// on it.
+func (s *System) chatAnswered(in bus.Inbound, asked time.Time, reply string, answered time.Time, page string) {
+	if w := s.Web; w != nil {
+		w.Exchange(in, asked, reply, answered, page)
+	}
+}
+
 // deliveryChannels are the channels a job may deliver to: the running
 // gateway's, else those the config enables.
 func (s *System) deliveryChannels() []string {

@@ -295,6 +295,7 @@ func (s *System) BuildGateway() error {
 	s.HTTP.RegisterCore(gateway.Deps{
 		Agent: s.Agent, Store: s.Store, Checks: s.Checks, Workspace: cfg.WorkspaceDir(),
 		StatusExtra: s.statusExtra,
+		Answered:    s.chatAnswered,
 		ServiceStatus: func(ctx context.Context) (string, error) {
 			return systemd.UnitStatus(ctx, systemd.UnitName)
 		},

@@ -31,7 +31,16 @@ type Deps struct {
 	Logs          func(ctx context.Context) (string, error)
 	// StatusExtra adds fields to /admin/status (sensors, devices, ...).
 	StatusExtra func(ctx context.Context, into map[string]any)
+	// Answered, when set, hears of each exchange /chat answered, so that
+	// the other pages open on the same chat show it at once. page is the
+	// asking page's PageHeader (empty from other clients).
+	Answered func(in bus.Inbound, asked time.Time, reply string, answered time.Time, page string)
 }
+
+// PageHeader names the page (one browser tab) that sends a /chat request:
+// the page shows its own exchange from the answer, and every other page
+// open on the chat from the event Answered publishes.
+const PageHeader = "X-Perch-Page"
 
 // RegisterCore adds /chat, /health, /ready and /admin/{status,service,logs}.
 //
@@ -86,6 +95,7 @@ func (s *Server) chat(d Deps) http.HandlerFunc {
 		if mc := req.MediaConfig; mc != nil {
 			in.Metadata = map[string]string{"media_type": mc.Type, "media_size": mc.Size, "media_aspect_ratio": mc.AspectRatio}
 		}
+		asked := time.Now()
 		rep, err := d.Agent.Process(r.Context(), in)
 		if err != nil {
 			status, msg := chatError(err)
@@ -99,7 +109,11 @@ func (s *Server) chat(d Deps) http.HandlerFunc {
 		if ui == nil {
 			ui = []api.UICommand{}
 		}
-		WriteJSON(w, http.StatusOK, api.ChatResponse{Response: rep.Text, UICommands: ui, T: time.Now().UnixMilli()})
+		answered := time.Now()
+		if d.Answered != nil {
+			d.Answered(in, asked, rep.Text, answered, r.Header.Get(PageHeader))
+		}
+		WriteJSON(w, http.StatusOK, api.ChatResponse{Response: rep.Text, UICommands: ui, T: answered.UnixMilli()})
 	}
 }
 

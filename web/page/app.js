@@ -7,6 +7,10 @@
   const $ = (id) => document.getElementById(id);
 
   // localStorage may be unavailable (private mode, quota): the page still works.
+  // pageID tells this page's requests from other pages' in the events the
+  // gateway sends every page (two tabs, a phone and a laptop).
+  const pageID = Array.from(crypto.getRandomValues(new Uint8Array(8)), (x) => x.toString(16).padStart(2, '0')).join('');
+
   const store = {
     get(k, d) { try { const v = localStorage.getItem('perch.' + k); return v === null ? d : v; } catch { return d; } },
     set(k, v) { try { localStorage.setItem('perch.' + k, v); } catch { /* full or disabled */ } },
@@ -81,6 +85,7 @@
     const token = opts.token !== undefined ? opts.token : store.get('token', '');
     if (token) headers.Authorization = 'Bearer ' + token;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
+    headers['X-Perch-Page'] = pageID;
     let res;
     try {
       res = await fetch(path, { method, headers, cache: 'no-store', signal: opts.signal, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -310,6 +315,8 @@
   const MAX_LOG = 150;
   function addMessage(role, text, opts) {
     opts = opts || {};
+    // The empty chat's greeting goes with its first message.
+    if (role === 'user' || role === 'agent') for (const h of $('log').querySelectorAll('.hello')) h.remove();
     const li = el('li', 'msg ' + role);
     if (opts.pushed) { li.classList.add('pushed'); li.appendChild(el('span', 'tag', 'Perch · ' + (opts.t ? when(opts.t) : 'now'))); }
     if (opts.unread) li.classList.add('unread');
@@ -350,22 +357,34 @@
       if (isNew) unread++;
       addMessage(m.role === 'user' ? 'user' : 'agent', m.text, { t: m.t, pushed: m.pushed, unread: isNew });
     }
-    if (!h.messages.length) addMessage('note', 'Chat ' + chatID + '. Say hello.');
+    if (!h.messages.length) addMessage('note', 'Chat ' + chatID + '. Say hello.').classList.add('hello');
     if (sending && sending.chat === chatID) { $('log').appendChild(sending.li); sending.li.scrollIntoView({ block: 'end' }); }
     if (panel !== 'chat') chatBadge(unread);
     markRead();
     loadCanvas();
   }
 
+  // receive shows a message the gateway pushed: one sent to a chat (a
+  // reminder, a notice), or either half of an exchange another page (or a
+  // client such as `perch agent`) had in it. This page's own exchanges come
+  // back too, marked with its id: it showed them from the answer.
   function receive(m) {
+    if (m.page && m.page === pageID) return;
     if (m.chat !== chatID) {
-      notice('Perch sent a message to your chat “' + m.chat + '”.', { action: () => switchChat(m.chat) });
+      // Another page's conversation in another chat is there when the
+      // person opens that chat; only what Perch sent unasked is news.
+      if (m.pushed) notice('Perch sent a message to your chat “' + m.chat + '”.', { action: () => switchChat(m.chat) });
       return;
     }
-    const away = panel !== 'chat' || document.visibilityState !== 'visible';
-    addMessage('agent', m.text, { t: m.t, pushed: m.pushed, unread: away });
-    if (away) chatBadge(unreadHere + 1);
-    else markRead();
+    if (m.role === 'user') addMessage('user', m.text, { t: m.t });
+    else {
+      const away = panel !== 'chat' || document.visibilityState !== 'visible';
+      addMessage('agent', m.text, { t: m.t, pushed: m.pushed, unread: away });
+      if (away) chatBadge(unreadHere + 1);
+      else markRead();
+    }
+    // This page's own question is still waiting: its line stays last.
+    if (sending && sending.chat === chatID) $('log').appendChild(sending.li);
   }
 
   // sending is the message waiting for its answer: the chat it went to and

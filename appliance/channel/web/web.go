@@ -226,6 +226,32 @@ type Message struct {
 	// Pushed marks a message sent to the chat (a reminder, a notice),
 	// rather than a reply to the page's own message.
 	Pushed bool `json:"pushed,omitempty"`
+	// Page, on an exchange's messages, is the page that asked: it shows
+	// them from its own answer and leaves the event alone.
+	Page string `json:"page,omitempty"`
+}
+
+// maxPageID bounds the page id an event repeats: it comes from a header.
+const maxPageID = 64
+
+// Exchange shows a turn answered through /chat on a page's chat in every
+// other page open on it: two tabs, or the phone and the laptop, follow one
+// conversation without a reload. The turn has already stored both
+// messages; this only publishes them. What makes a turn the page's is its
+// session, web:<chat>, whichever client sent it (`perch agent -s
+// web:home` too); turns on other sessions are left out.
+func (c *Channel) Exchange(in bus.Inbound, asked time.Time, reply string, answered time.Time, page string) {
+	id, ok := strings.CutPrefix(in.SessionKey, Name+":")
+	if !ok || !ValidChat(id) {
+		return
+	}
+	if len(page) > maxPageID {
+		page = ""
+	}
+	c.hub.publish("message", Message{Chat: id, Role: chat.RoleUser, Text: in.Text, T: asked.UnixMilli(), Page: page})
+	if strings.TrimSpace(reply) != "" {
+		c.hub.publish("message", Message{Chat: id, Role: chat.RoleAssistant, Text: reply, T: answered.UnixMilli(), Page: page})
+	}
 }
 
 // Send keeps m in its chat's history and pushes it to the open pages. An

@@ -439,3 +439,38 @@ func TestValidChat(t *testing.T) {
 		}
 	}
 }
+
+// TestExchangeReachesOtherPages: a turn answered through /chat on a page's
+// chat reaches every open page as its two messages, marked with the page
+// that asked (which shows them from its answer); turns on sessions that
+// are not a page chat's own stay out of the stream.
+func TestExchangeReachesOtherPages(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open(t, "")
+	defer s.close()
+	if ev := s.next(t); ev.kind != "hello" {
+		t.Fatalf("first event %+v, want hello", ev)
+	}
+	asked, answered := time.UnixMilli(1_700_000_000_000), time.UnixMilli(1_700_000_001_500)
+	// Not a page's: a session other than web:<chat> (whatever the channel
+	// and chat id say), a chat id that is not a page's.
+	f.ch.Exchange(bus.Inbound{Channel: Name, ChatID: "home", SessionKey: "rest:default", Text: "x"}, asked, "y", answered, "p1")
+	f.ch.Exchange(bus.Inbound{Channel: Name, ChatID: "home", SessionKey: "webhome", Text: "x"}, asked, "y", answered, "p1")
+	f.ch.Exchange(bus.Inbound{Channel: Name, ChatID: "../x", SessionKey: "web:../x", Text: "x"}, asked, "y", answered, "p1")
+	f.ch.Exchange(bus.Inbound{Channel: Name, ChatID: "home", SessionKey: "web:home", Text: "Is the door shut?"}, asked, "It is.", answered, "p1")
+	// The terminal's `perch agent -s web:kitchen`: no page asked.
+	f.ch.Exchange(bus.Inbound{Channel: "cli", SessionKey: "web:kitchen", Text: "Thanks"}, asked, "", answered, strings.Repeat("p", 65))
+	want := []Message{
+		{Chat: "home", Role: chat.RoleUser, Text: "Is the door shut?", T: asked.UnixMilli(), Page: "p1"},
+		{Chat: "home", Role: chat.RoleAssistant, Text: "It is.", T: answered.UnixMilli(), Page: "p1"},
+		// An empty reply is not a message; an oversized page id is dropped.
+		{Chat: "kitchen", Role: chat.RoleUser, Text: "Thanks", T: asked.UnixMilli()},
+	}
+	for i, w := range want {
+		ev := s.next(t)
+		var m Message
+		if ev.kind != "message" || json.Unmarshal([]byte(ev.data), &m) != nil || m != w {
+			t.Fatalf("event %d: %+v, want message %+v", i, ev, w)
+		}
+	}
+}
