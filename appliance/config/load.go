@@ -557,6 +557,20 @@ type SecretState struct {
 	Set  bool
 }
 
+// SecretValues are the values of every secret set in c: text from outside
+// (a provider's error message, which may quote what it was sent) is
+// scrubbed of them before it reaches a chat or a log.
+func (c *Config) SecretValues() []string {
+	var out []string
+	root := reflect.ValueOf(c).Elem()
+	for _, l := range leafTable().leaves {
+		if v := root.FieldByIndex(l.index); v.Type() == secretType && v.String() != "" {
+			out = append(out, v.String())
+		}
+	}
+	return out
+}
+
 // Secrets lists every secret key of c with whether it is set, for status
 // output that must never show the values.
 func (c *Config) Secrets() []SecretState {

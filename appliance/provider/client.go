@@ -67,6 +67,7 @@ type Client struct {
 	fallbacks   []string
 	imageModel  string
 	log         *slog.Logger
+	secrets     []string // the key and the config's other secrets, for scrub
 
 	noTools sync.Map // model -> true: learned at run time
 	wire    *wireCache
@@ -87,6 +88,9 @@ type Options struct {
 	// ImageModel is the model for /images/generations.
 	ImageModel string
 	Log        *slog.Logger
+	// Secrets are the config's other secrets (channel tokens, the API
+	// token), scrubbed from the provider's error text like its own key.
+	Secrets []string
 }
 
 // OptionsFor returns the options for choice as cfg configures them.
@@ -97,7 +101,7 @@ func OptionsFor(cfg *config.Config, choice Choice, log *slog.Logger) (Options, e
 	}
 	d := cfg.Agents.Defaults
 	o := Options{Choice: choice, Settings: *p, MaxTokens: d.MaxTokens, Temperature: d.Temperature,
-		ImageModel: cfg.Tools.Image.Model, Log: log}
+		ImageModel: cfg.Tools.Image.Model, Log: log, Secrets: cfg.SecretValues()}
 	if choice.Name == "openrouter" {
 		o.Fallbacks = d.FallbackModels
 	}
@@ -162,6 +166,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		name:        choice.Name,
 		choice:      choice,
 		key:         p.APIKey.Value(),
+		secrets:     append([]string{p.APIKey.Value()}, o.Secrets...),
 		auth:        auth,
 		base:        base,
 		chatURL:     base + "/chat/completions",

@@ -181,10 +181,14 @@ func rejectsTools(low string) bool {
 	return false
 }
 
-// scrub removes the API key from upstream text and bounds its length.
+// scrub removes the API key and the config's other secrets from upstream
+// text and bounds its length: a provider may quote what it was sent, and
+// what a chat sender typed can hold a token.
 func (c *Client) scrub(s string) string {
-	if k := c.key; len(k) >= 4 {
-		s = strings.ReplaceAll(s, k, "[redacted]")
+	for _, k := range c.secrets {
+		if len(k) >= 4 {
+			s = strings.ReplaceAll(s, k, "[redacted]")
+		}
 	}
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 300 {

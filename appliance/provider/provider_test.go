@@ -563,3 +563,30 @@ func TestContextOverflowIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorsHideTheConfigsOtherSecrets: a provider's error quoting what it
+// was sent (a chat sender's message can hold a channel token) shows none
+// of the config's secrets, not only the provider's key. The text went to
+// the chat and the log as it came.
+func TestErrorsHideTheConfigsOtherSecrets(t *testing.T) {
+	fake := providertest.New()
+	defer fake.Close()
+	cl := newTestClient(t, fake, func(c *config.Config) {
+		c.Channels.Telegram.Token = "123456:telegram-secret-token"
+		c.Channels.Slack.BotToken = "xoxb-slack-secret"
+		c.Gateway.APIToken = "api-token-secret-0123456789"
+	})
+	fake.Enqueue(providertest.Reply{Status: 400, ErrorMessage: "bad input: 123456:telegram-secret-token xoxb-slack-secret api-token-secret-0123456789 sk-or-secret-key"})
+	_, err := cl.Chat(context.Background(), Request{Messages: userMsg("x")})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, s := range []string{"telegram-secret", "xoxb-slack", "api-token-secret", "sk-or-secret"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("%q shows a secret (%s)", err, s)
+		}
+	}
+	if strings.Count(err.Error(), "[redacted]") != 4 {
+		t.Errorf("%q: want four [redacted]", err)
+	}
+}
