@@ -124,29 +124,44 @@ func (s *System) deliveryTarget() (channelName, chatID string) {
 	return webchan.Name, web
 }
 
-// noticeTarget is where device notices and heartbeat results go: the chat
-// that spoke last, else the page's default chat, where they wait unread.
+// noticeTarget is where device notices and heartbeat results go: the
+// trusted one-to-one chat that spoke last, else the page's default chat,
+// where they wait unread.
 func (s *System) noticeTarget() (channelName, chatID string) {
-	if ch, chat := s.Agent.LastActive(); ch != "" {
+	if ch, chat := s.Agent.LastActive(s.openToStrangers); ch != "" {
 		return ch, chat
 	}
 	return webchan.Name, webchan.DefaultChat
 }
 
+// openToStrangers reports whether anyone may talk on the channel with the
+// restricted tools (allow_from empty, allow_all_tools off): who spoke
+// there last is nobody the owner chose.
+func (s *System) openToStrangers(ch string) bool {
+	return s.Channels != nil && s.Channels.Hub().Restricted(ch)
+}
+
 // sendTo delivers a job's result on its channel and reports whether it
-// arrived, so a failed delivery is recorded as a failed run. Without a
+// arrived, so a failed delivery is recorded as a failed run. When the
+// platform does not take it for now (down, rate limiting) the message is
+// kept and sent when the platform answers again, as replies are: waiting
+// is true. A reminder was lost to an outage of a few seconds. Without a
 // gateway (tests of the core) it can only queue it for a dispatcher.
-func (s *System) sendTo(ctx context.Context, out bus.Outbound) error {
+func (s *System) sendTo(ctx context.Context, out bus.Outbound) (waiting bool, err error) {
 	if s.Channels == nil {
-		return s.Bus.PublishOutbound(out)
+		return false, s.Bus.PublishOutbound(out)
 	}
 	c, ok := s.outlets[out.Channel]
 	if !ok {
-		return fmt.Errorf("channel %s is not enabled now (enabled: %s)", out.Channel, strings.Join(s.Channels.Names(), ", "))
+		return false, fmt.Errorf("channel %s is not enabled now (enabled: %s)", out.Channel, strings.Join(s.Channels.Names(), ", "))
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return c.Send(sctx, out)
+	err = c.Send(sctx, out)
+	if k := channel.KindOf(err); err != nil && (k == channel.Transient || k == channel.RateLimited) && s.Channels.Hub().Keep(out, err) {
+		return true, nil
+	}
+	return false, err
 }
 
 // pageStatus is the page's "status" event: readiness with every check's

@@ -45,7 +45,7 @@ func (s *System) runJob(ctx context.Context, j api.Job) (string, error) {
 		return "", err
 	}
 	if j.Channel != "" && j.To != "" && !bus.IsInternal(j.Channel) && strings.TrimSpace(rep.Text) != "" {
-		if err := s.sendTo(ctx, bus.Outbound{Channel: j.Channel, ChatID: j.To, Text: rep.Text}); err != nil {
+		if _, err := s.sendTo(ctx, bus.Outbound{Channel: j.Channel, ChatID: j.To, Text: rep.Text}); err != nil {
 			return rep.Text, fmt.Errorf("reply not delivered to %s:%s: %w", j.Channel, j.To, err)
 		}
 	}
@@ -80,8 +80,12 @@ func (s *System) runSandboxed(ctx context.Context, line string) (string, error) 
 // deliver sends a job's text to its chat; the error of a delivery that
 // did not arrive makes the run a failed one.
 func (s *System) deliver(ctx context.Context, j api.Job, text string) (string, error) {
-	if err := s.sendTo(ctx, bus.Outbound{Channel: j.Channel, ChatID: j.To, Text: text}); err != nil {
+	waiting, err := s.sendTo(ctx, bus.Outbound{Channel: j.Channel, ChatID: j.To, Text: text})
+	if err != nil {
 		return "", fmt.Errorf("delivery to %s:%s failed: %w", j.Channel, j.To, err)
+	}
+	if waiting {
+		return fmt.Sprintf("waiting for %s to take it (it did not answer); sent to %s when it does", j.Channel, j.To), nil
 	}
 	return fmt.Sprintf("delivered to %s:%s", j.Channel, j.To), nil
 }

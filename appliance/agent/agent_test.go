@@ -13,6 +13,7 @@ import (
 
 	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/bus"
+	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/provider"
 	"github.com/perchhq/perch/appliance/provider/providertest"
@@ -379,7 +380,7 @@ func TestLastActiveIgnoresInternalChannels(t *testing.T) {
 	f := newFixture(t, nil)
 	f.loop.Process(context.Background(), bus.Inbound{Channel: "telegram", ChatID: "9", Text: "/help"})
 	f.loop.Process(context.Background(), in("x", "/help"))
-	if ch, chat := f.loop.LastActive(); ch != "telegram" || chat != "9" {
+	if ch, chat := f.loop.LastActive(nil); ch != "telegram" || chat != "9" {
 		t.Fatalf("last active %s:%s", ch, chat)
 	}
 }
@@ -488,5 +489,40 @@ func waitStats(t *testing.T, l *agent.Loop, cond func(agent.Stats) bool) {
 			t.Fatalf("loop never reached the expected state: %+v", l.Stats())
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLastActiveIsATrustedOneToOneChat: device notices and heartbeat
+// results go where the owner spoke last, never to a group (its members
+// would read them) nor to a sender a channel open to anyone let in; after
+// a restart, sessions of channels the caller rules out are passed over.
+// A heartbeat went to a stranger who had written after the owner.
+func TestLastActiveIsATrustedOneToOneChat(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	f.loop.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "9", Text: "/help"})
+	f.loop.Process(ctx, bus.Inbound{Channel: "line", ChatID: "Ustranger", Text: "/help", RestrictTools: true})
+	f.loop.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "-100", Text: "/help", Metadata: map[string]string{"group": "true"}})
+	if ch, chat := f.loop.LastActive(nil); ch != "telegram" || chat != "9" {
+		t.Errorf("last active %s:%s, want the owner's telegram:9", ch, chat)
+	}
+
+	// After a restart: the newest session is the stranger's.
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: "hi"}, {Role: chat.RoleAssistant, Content: "hello"}}
+	if err := f.db.Append("telegram:9", msgs, chat.Usage{}, 100, "telegram", "9"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if err := f.db.Append("line:Ustranger", msgs, chat.Usage{}, 100, "line", "Ustranger"); err != nil {
+		t.Fatal(err)
+	}
+	open := func(ch string) bool { return ch == "line" }
+	restarted := agent.New(agent.Options{Store: f.db, Tools: f.reg, Bus: f.bus, Workspace: t.TempDir(), Log: slog.New(slog.DiscardHandler)})
+	if ch, chat := restarted.LastActive(open); ch != "telegram" || chat != "9" {
+		t.Errorf("after a restart: last active %s:%s, want telegram:9 (line is open to anyone)", ch, chat)
+	}
+	again := agent.New(agent.Options{Store: f.db, Tools: f.reg, Bus: f.bus, Workspace: t.TempDir(), Log: slog.New(slog.DiscardHandler)})
+	if ch, _ := again.LastActive(nil); ch != "line" {
+		t.Errorf("with nothing ruled out, the newest session is line's; got %q", ch)
 	}
 }

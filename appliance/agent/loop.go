@@ -80,11 +80,12 @@ type Loop struct {
 	cmdMu    sync.RWMutex
 	commands map[string]ChatCommand
 
-	lastMu    sync.Mutex
-	lastRoute [2]string
-	windows   windows
-	subagents *Subagents
-	started   time.Time
+	lastMu     sync.Mutex
+	lastRoute  [2]string
+	lastLooked bool // the sessions were searched once for lastRoute after a start
+	windows    windows
+	subagents  *Subagents
+	started    time.Time
 	// base is cancelled by Stop: every turn's context derives from it, so
 	// shutting down cancels turns in flight instead of waiting for them.
 	base       context.Context
@@ -297,16 +298,20 @@ func (l *Loop) Stats() Stats {
 	return Stats{ActiveSessions: active, QueueDepth: q, Running: run}
 }
 
-// LastActive returns the external channel and chat that spoke last, where
-// device notifications go.
-func (l *Loop) LastActive() (channel, chatID string) {
+// LastActive returns the chat that spoke last, where device notices and
+// heartbeat results go: one-to-one chats of people the owner trusts, never
+// a group (other members would read the owner's notices) nor a sender a
+// channel open to anyone lets in (a stranger would). After a restart it is
+// the most recently updated session of an external channel that skip
+// (when set) does not rule out, since sessions do not record who spoke.
+func (l *Loop) LastActive(skip func(channel string) bool) (channel, chatID string) {
 	l.lastMu.Lock()
 	defer l.lastMu.Unlock()
-	if l.lastRoute[0] == "" && l.opts.Store != nil {
-		// After a restart: the most recently updated external session.
+	if l.lastRoute[0] == "" && !l.lastLooked && l.opts.Store != nil {
+		l.lastLooked = true
 		if ss, err := l.opts.Store.Sessions(); err == nil {
 			for _, s := range ss {
-				if s.Channel != "" && !bus.IsInternal(s.Channel) {
+				if s.Channel != "" && !bus.IsInternal(s.Channel) && (skip == nil || !skip(s.Channel)) {
 					l.lastRoute = [2]string{s.Channel, s.ChatID}
 					break
 				}
@@ -317,7 +322,7 @@ func (l *Loop) LastActive() (channel, chatID string) {
 }
 
 func (l *Loop) noteRoute(in bus.Inbound) {
-	if bus.IsInternal(in.Channel) || in.ChatID == "" {
+	if bus.IsInternal(in.Channel) || in.ChatID == "" || in.RestrictTools || in.Metadata["group"] == "true" {
 		return
 	}
 	l.lastMu.Lock()

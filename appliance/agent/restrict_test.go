@@ -112,7 +112,7 @@ func TestChannelReplyCarriesTheInboxIDEvenWhenEmpty(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no reply published: the inbox entry would never clear")
 	}
-	if ch, chat := f.loop.LastActive(); ch != "telegram" || chat != "5" {
+	if ch, chat := f.loop.LastActive(nil); ch != "telegram" || chat != "5" {
 		t.Errorf("last active %s:%s", ch, chat)
 	}
 }

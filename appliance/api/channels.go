@@ -5,12 +5,15 @@ import "time"
 // Pairing is a chat sender waiting for the owner's approval: GET
 // /admin/channels/pairing lists them.
 type Pairing struct {
-	Code     string    `json:"code"`
-	Channel  string    `json:"channel"`
-	SenderID string    `json:"sender_id"`
-	Username string    `json:"username,omitempty"`
-	Name     string    `json:"name,omitempty"`
-	ChatID   string    `json:"chat_id"`
+	Code     string `json:"code"`
+	Channel  string `json:"channel"`
+	SenderID string `json:"sender_id"`
+	Username string `json:"username,omitempty"`
+	Name     string `json:"name,omitempty"`
+	ChatID   string `json:"chat_id"`
+	// ThreadID is the thread the code was answered in (a Slack thread),
+	// where the welcome goes too.
+	ThreadID string    `json:"thread_id,omitempty"`
 	Created  time.Time `json:"created"`
 }
 

@@ -160,6 +160,12 @@ func Approve(db *store.DB, code string, now time.Time, save func(channel, id str
 		db.Delete(store.BucketPairing, codeKey(code))
 		return Approval{}, fmt.Errorf("%w: %s", ErrNoPairing, code)
 	}
+	if strings.TrimSpace(p.SenderID) == "" {
+		// Codes were once given to messages without a sender; approving
+		// one wrote "" into allow_from, which the next start refuses.
+		db.Delete(store.BucketPairing, codeKey(code))
+		return Approval{}, fmt.Errorf("channels: code %s was given to a message with no sender id, so there is nobody to approve; the code is removed", code)
+	}
 	if err := save(p.Channel, p.SenderID); err != nil {
 		return Approval{}, err
 	}
@@ -175,10 +181,14 @@ func Approve(db *store.DB, code string, now time.Time, save func(channel, id str
 type allowList struct {
 	mu      sync.RWMutex
 	entries []string
+	isID    func(string) bool
 }
 
-func newAllowList(entries []string) *allowList {
-	return &allowList{entries: append([]string(nil), entries...)}
+func newAllowList(entries []string, isID func(string) bool) *allowList {
+	if isID == nil {
+		isID = DigitsID
+	}
+	return &allowList{entries: append([]string(nil), entries...), isID: isID}
 }
 
 // empty reports whether the channel admits everyone.
@@ -189,7 +199,8 @@ func (a *allowList) empty() bool {
 }
 
 // allows reports whether the sender's id or username is listed. Usernames
-// match without their @ and regardless of case, as platforms treat them.
+// match without their @ and regardless of case, as platforms treat them;
+// an entry shaped like an id matches the id alone.
 func (a *allowList) allows(id, username string) bool {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -198,7 +209,23 @@ func (a *allowList) allows(id, username string) bool {
 		if id != "" && e == id {
 			return true
 		}
-		if user != "" && strings.EqualFold(strings.TrimPrefix(e, "@"), user) {
+		name, at := strings.CutPrefix(e, "@")
+		if user == "" || !at && a.isID(e) {
+			continue
+		}
+		if strings.EqualFold(name, user) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasNames reports whether some entry can match a username.
+func (a *allowList) hasNames() bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	for _, e := range a.entries {
+		if strings.HasPrefix(e, "@") || !a.isID(e) {
 			return true
 		}
 	}

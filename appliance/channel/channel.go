@@ -74,6 +74,10 @@ const queueSize = 256
 // retries included.
 const SendTimeout = 3 * time.Minute
 
+// StopDrain bounds how long a stop lets the senders finish: replies they
+// did not deliver by then stay in the inbox and go at the next start.
+const StopDrain = 5 * time.Second
+
 // NewManager returns a manager dispatching from b.
 func NewManager(b *bus.Bus, log *slog.Logger) *Manager {
 	if log == nil {
@@ -246,6 +250,9 @@ func (m *Manager) deliver(out bus.Outbound) {
 		return
 	}
 	if hub != nil {
+		if hub.Behind(out) && hub.Wait(out) {
+			return
+		}
 		hub.Hold(out)
 	}
 	select {
@@ -254,6 +261,7 @@ func (m *Manager) deliver(out bus.Outbound) {
 		m.log.Warn("too many replies wait for this channel; the sweeper sends this one later", "channel", out.Channel, "chat", out.ChatID)
 		if hub != nil {
 			hub.Release(out)
+			hub.Keep(out, nil) // a message that answers nobody has no entry yet
 		}
 	}
 }
@@ -325,9 +333,14 @@ func (m *Manager) Stop(ctx context.Context) error {
 		for _, q := range queues {
 			close(q)
 		}
-		stop := context.AfterFunc(ctx, m.cancelSends)
+		// The senders get a few seconds, not the whole stop's deadline: a
+		// send waiting out a long rate limit took it all, and the channels
+		// stopped after it had no time left. What is cut short is kept.
+		dctx, cancel := context.WithTimeout(ctx, StopDrain)
+		stop := context.AfterFunc(dctx, m.cancelSends)
 		m.sendersWG.Wait()
 		stop()
+		cancel()
 		m.cancelSends()
 	}
 	if hub := m.Hub(); hub != nil {

@@ -450,3 +450,39 @@ func (c *countingChannel) Start(context.Context) error              { return c.s
 func (c *countingChannel) Stop(context.Context) error               { c.stops++; return nil }
 func (c *countingChannel) Send(context.Context, bus.Outbound) error { return nil }
 func (c *countingChannel) Check(context.Context) (bool, string)     { return true, "" }
+
+// blockingChannel's Send waits for its context, as a send waiting out a
+// long rate limit does.
+type blockingChannel struct{ *fakeChannel }
+
+func (b blockingChannel) Send(ctx context.Context, m bus.Outbound) error {
+	b.got <- m
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A stop does not wait out a send's long rate limit: the senders get
+// StopDrain, and the channels still stop within the stop's deadline. It
+// took the whole deadline, and the channels after it failed to stop.
+func TestStopCutsALongSendShort(t *testing.T) {
+	m, b, _ := newManager(t, 8)
+	tg := blockingChannel{newFake("telegram")}
+	m.Register(tg)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.PublishOutbound(bus.Outbound{Channel: "telegram", ChatID: "1", Text: "slow"})
+	tg.await(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := m.Stop(ctx); err != nil {
+		t.Errorf("Stop = %v", err)
+	}
+	if d := time.Since(began); d > StopDrain+2*time.Second {
+		t.Errorf("Stop took %s, want about %s", d.Round(time.Millisecond), StopDrain)
+	}
+	if _, stopped, _ := tg.counts(); stopped != 1 {
+		t.Errorf("the channel stopped %d times, want 1", stopped)
+	}
+}

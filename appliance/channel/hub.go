@@ -58,6 +58,10 @@ type Hub struct {
 	// sending holds the inbox entries whose reply a channel's sender has
 	// (Hold): the sweeper leaves them to it.
 	sending map[uint64]bool
+	// kept are the inbox entries holding a reply the platform has not
+	// taken yet, by id, with their chat (chatKey): a later reply to that
+	// chat waits behind them, so a chat reads its answers in order.
+	kept map[uint64]string
 	// memSeen is the dedupe set without a store.
 	memSeen  map[string]bool
 	memOrder []string
@@ -90,7 +94,7 @@ func NewHub(o HubOptions) *Hub {
 		o.Now = time.Now
 	}
 	h := &Hub{o: o, log: o.Log, intakes: map[string]*Intake{}, typing: map[uint64]context.CancelFunc{},
-		unsent: map[uint64]bus.Inbound{}, sending: map[uint64]bool{}, memSeen: map[string]bool{}, kick: make(chan struct{}, 1)}
+		unsent: map[uint64]bus.Inbound{}, sending: map[uint64]bool{}, kept: map[uint64]string{}, memSeen: map[string]bool{}, kick: make(chan struct{}, 1)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -123,6 +127,14 @@ func (h *Hub) intake(name string) *Intake {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.intakes[name]
+}
+
+// Restricted reports whether the registered channel name gives its
+// senders only the restricted tools (allow_from empty, allow_all_tools
+// off); false for a channel it does not know.
+func (h *Hub) Restricted(name string) bool {
+	in := h.intake(name)
+	return in != nil && in.Restricted()
 }
 
 // Status returns every registered channel's state, by name.
@@ -300,6 +312,9 @@ func (h *Hub) unhold(id uint64) {
 // delivered, for the next start.
 func (h *Hub) Stopped(out bus.Outbound, err error) {
 	if out.InboxID == 0 {
+		if err != nil {
+			h.Keep(out, err)
+		}
 		return
 	}
 	h.stopTyping(out.InboxID)
@@ -317,6 +332,9 @@ func (h *Hub) Stopped(out bus.Outbound, err error) {
 // rate limit) is kept in the entry and sent again by the sweeper.
 func (h *Hub) Settle(out bus.Outbound, err error) {
 	if out.InboxID == 0 {
+		if k := KindOf(err); err != nil && (k == Transient || k == RateLimited) {
+			h.Keep(out, err)
+		}
 		return
 	}
 	h.stopTyping(out.InboxID)
@@ -336,6 +354,7 @@ func (h *Hub) Settle(out bus.Outbound, err error) {
 func (h *Hub) clear(id uint64) {
 	h.mu.Lock()
 	delete(h.unsent, id)
+	delete(h.kept, id)
 	h.mu.Unlock()
 	if h.o.Store == nil {
 		return
@@ -343,6 +362,89 @@ func (h *Hub) clear(id uint64) {
 	if err := h.o.Store.InboxDelete(id); err != nil {
 		h.log.Error("cannot clear an answered message from the inbox; it may be answered again after a restart", "id", id, "err", err)
 	}
+}
+
+// Keep stores a message that answers nobody's message (a reminder, a
+// heartbeat, a device notice, a pairing answer) which the platform did not
+// take for now (down, rate limiting; failed is nil when the channel's queue
+// was full), in the inbox as a kept reply: the sweeper sends it when the
+// platform answers again, across restarts, for as long as a reply is
+// retried. It reports whether the message was kept.
+func (h *Hub) Keep(out bus.Outbound, failed error) bool {
+	if h.o.Store == nil || out.InboxID != 0 || h.intake(out.Channel) == nil {
+		return false // the sweeper sends only to the chat platforms
+	}
+	out.Delivered = max(out.Delivered, Delivered(failed))
+	e := entry{In: bus.Inbound{Channel: out.Channel, ChatID: out.ChatID, ThreadID: out.ThreadID}, Created: h.o.Now(), Reply: &out}
+	if failed != nil {
+		e.Tries = 1
+	}
+	var se *SendError
+	if errors.As(failed, &se) && se.RetryAfter > 0 {
+		e.NotBefore = h.o.Now().Add(se.RetryAfter)
+	}
+	id, _, err := h.o.Store.Admit(out.Channel, "", h.o.SeenEvents, func(uint64) ([]byte, error) { return json.Marshal(e) })
+	if err != nil {
+		h.log.Error("cannot keep an unsent message; it is lost", "channel", out.Channel, "chat", out.ChatID, "err", err)
+		return false
+	}
+	h.markKept(id, out)
+	h.log.Info("the message could not be sent yet; it will be sent again", "channel", out.Channel, "chat", out.ChatID, "err", failed)
+	h.poke()
+	return true
+}
+
+// chatKey names out's chat among all channels'.
+func chatKey(out bus.Outbound) string { return out.Channel + "\x00" + out.ChatID }
+
+func (h *Hub) markKept(id uint64, out bus.Outbound) {
+	h.mu.Lock()
+	h.kept[id] = chatKey(out)
+	h.mu.Unlock()
+}
+
+// Behind reports whether an earlier reply to out's chat waits in the inbox
+// (the platform was down or rate limiting): out must go after it.
+func (h *Hub) Behind(out bus.Outbound) bool {
+	key := chatKey(out)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, k := range h.kept {
+		if k == key && (out.InboxID == 0 || id < out.InboxID) {
+			return true
+		}
+	}
+	return false
+}
+
+// Wait keeps out for the sweeper, which sends a chat's kept replies in the
+// order their messages came, behind the earlier one Behind found. A reply
+// sent at once would reach the chat before the answer to the message
+// before it. It reports whether out was kept.
+func (h *Hub) Wait(out bus.Outbound) bool {
+	if out.InboxID == 0 {
+		return h.Keep(out, nil)
+	}
+	if h.o.Store == nil {
+		return false
+	}
+	e, ok := h.load(out.InboxID)
+	if !ok {
+		return false
+	}
+	h.stopTyping(out.InboxID)
+	if e.Reply != nil {
+		out.Delivered = max(out.Delivered, e.Reply.Delivered)
+	}
+	e.Reply = &out
+	if err := h.save(out.InboxID, e); err != nil {
+		h.log.Error("cannot keep a reply behind an earlier one; sending it now", "channel", out.Channel, "chat", out.ChatID, "err", err)
+		return false
+	}
+	h.markKept(out.InboxID, out)
+	h.log.Info("the reply waits behind an earlier one to the same chat", "channel", out.Channel, "chat", out.ChatID)
+	h.poke()
+	return true
 }
 
 // keepReply stores out in its inbox entry for the sweeper, with what
@@ -368,6 +470,7 @@ func (h *Hub) keepReply(out bus.Outbound, failed error) {
 		h.log.Error("cannot keep an unsent reply", "channel", out.Channel, "chat", out.ChatID, "err", err)
 		return
 	}
+	h.markKept(out.InboxID, out)
 	h.log.Info("the reply could not be sent yet; it will be sent again", "channel", out.Channel, "chat", out.ChatID,
 		"delivered_parts", out.Delivered, "err", failed)
 }
@@ -452,6 +555,9 @@ func (h *Hub) Prepare() {
 			return nil
 		}
 		items = append(items, inboxItem{id, e})
+		if e.Reply != nil {
+			h.markKept(id, *e.Reply)
+		}
 		return nil
 	})
 	if err != nil {
@@ -570,6 +676,10 @@ func (h *Hub) sweepOnce() bool {
 		}
 		return nil
 	})
+	sort.Slice(replies, func(i, j int) bool { return replies[i].id < replies[j].id })
+	// A chat's replies go in the order of their messages: once one of them
+	// cannot go, the later ones wait too.
+	blocked := map[string]bool{}
 	now := h.o.Now()
 	for _, it := range replies {
 		out := *it.e.Reply
@@ -577,10 +687,16 @@ func (h *Hub) sweepOnce() bool {
 		if h.intake(out.Channel) == nil {
 			continue
 		}
+		key := chatKey(out)
+		if blocked[key] {
+			pending = true
+			continue
+		}
 		h.mu.Lock()
 		held := h.sending[it.id]
 		h.mu.Unlock()
 		if held {
+			blocked[key] = true
 			continue // its sender is on it
 		}
 		if now.Sub(it.e.Created) > h.o.ReplyRetryFor {
@@ -589,6 +705,7 @@ func (h *Hub) sweepOnce() bool {
 			continue
 		}
 		if now.Before(it.e.NotBefore) {
+			blocked[key] = true
 			pending = true
 			continue
 		}
@@ -603,6 +720,7 @@ func (h *Hub) sweepOnce() bool {
 			continue
 		}
 		h.keepReply(out, err)
+		blocked[key] = true
 		pending = true
 	}
 	return pending
@@ -628,7 +746,7 @@ func (h *Hub) Approve(code string) (Approval, error) {
 		it.log.Info("sender approved", "sender", a.SenderID, "username", a.Username)
 	}
 	if h.o.Bus != nil && a.ChatID != "" {
-		h.o.Bus.PublishOutbound(bus.Outbound{Channel: a.Channel, ChatID: a.ChatID,
+		h.o.Bus.PublishOutbound(bus.Outbound{Channel: a.Channel, ChatID: a.ChatID, ThreadID: a.ThreadID,
 			Text: "You have been approved: you can talk to me now."})
 	}
 	return a, nil

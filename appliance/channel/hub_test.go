@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -88,6 +89,20 @@ func (r *rig) outbound(wait time.Duration) []bus.Outbound {
 			return out
 		}
 	}
+}
+
+// restart stops r and starts a rig on its database in dir with a telegram
+// intake, whose sends arrive on sent.
+func (r *rig) restart(t *testing.T, dir string) (r2 *rig, sent chan bus.Outbound) {
+	t.Helper()
+	r.hub.Stop()
+	r.db.Close()
+	r2 = newRig(t, dir)
+	r2.intake(nil)
+	sent = make(chan bus.Outbound, 4)
+	r2.hub.Prepare()
+	r2.hub.Start(context.Background(), func(_ context.Context, o bus.Outbound) error { sent <- o; return nil })
+	return r2, sent
 }
 
 func (r *rig) inboxLen() int {
@@ -566,14 +581,7 @@ func TestHeldReplyIsSentAtTheNextStartNotAnsweredAgain(t *testing.T) {
 				// The sender's report as the gateway stops: one part went.
 				r.hub.Stopped(out, &PartialError{Delivered: 1, Err: &SendError{Kind: RateLimited, Err: errors.New("429")}})
 			}
-			r.hub.Stop()
-			r.db.Close()
-
-			r2 := newRig(t, dir)
-			r2.intake(nil)
-			sent := make(chan bus.Outbound, 4)
-			r2.hub.Prepare()
-			r2.hub.Start(context.Background(), func(_ context.Context, o bus.Outbound) error { sent <- o; return nil })
+			r2, sent := r.restart(t, dir)
 			if again := r2.inbound(300 * time.Millisecond); len(again) != 0 {
 				t.Fatalf("the turn ran again: %+v", again)
 			}
@@ -618,5 +626,207 @@ func TestHeldReplyIsNotSweptMeanwhile(t *testing.T) {
 	r.hub.Settle(out, nil)
 	if e, ok := r.hub.load(out.InboxID); ok {
 		t.Errorf("the entry outlived its delivered reply: %+v", e)
+	}
+}
+
+// TestAllowFromIDsAreNotUsernames: an allow_from entry shaped like an id
+// admits that account only. A stranger who took the owner's numeric id
+// as their username was let in with every tool.
+func TestAllowFromIDsAreNotUsernames(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(func(b *config.BotChannel) { b.AllowFrom = []string{"100000000000000001", "bob", "@4242"} })
+	for i, tc := range []struct {
+		id, username string
+		allowed      bool
+	}{
+		{"77", "100000000000000001", false}, // the owner's id as a username
+		{"100000000000000001", "someone", true},
+		{"78", "Bob", true},  // usernames ignore case and the @
+		{"79", "@bob", true}, // as Telegram writes them
+		{"80", "4242", true}, // a digits username written with @
+		{"81", "", false},    // no username, not listed
+		{"", "eve", false},   // no id, not listed
+	} {
+		in.Receive(context.Background(), Message{EventID: fmt.Sprint(i), ChatID: "c" + fmt.Sprint(i), SenderID: tc.id, Username: tc.username, Text: "hi"})
+		got := r.inbound(100 * time.Millisecond)
+		if (len(got) == 1) != tc.allowed {
+			t.Errorf("sender %q username %q: %d messages reached the agent, want allowed=%v", tc.id, tc.username, len(got), tc.allowed)
+		}
+		r.outbound(20 * time.Millisecond)
+	}
+}
+
+// TestNoPairingForAMessageWithoutSender: a message whose platform left
+// the sender out gets no code; a code stored for one (older gateways gave
+// them) is refused and removed, and allow_from stays as it was. Approving
+// one wrote "" into allow_from, and the next start refused the config.
+func TestNoPairingForAMessageWithoutSender(t *testing.T) {
+	r := newRig(t, "")
+	var saved []string
+	r.hub.o.SaveAllowFrom = func(ch, id string) error { saved = append(saved, id); return nil }
+	in := r.intake(func(b *config.BotChannel) { b.AllowFrom = []string{"1"} })
+	in.Receive(context.Background(), Message{EventID: "e", ChatID: "-5", IsGroup: true, Mentioned: true, Text: "hi"})
+	if outs := r.outbound(200 * time.Millisecond); len(outs) != 0 {
+		t.Errorf("a message with no sender was answered: %+v", outs)
+	}
+	if got := r.inbound(50 * time.Millisecond); len(got) != 0 {
+		t.Errorf("it reached the agent: %+v", got)
+	}
+	code, err := RequestPairing(r.db, Pairing{Channel: "telegram", ChatID: "-5"}, r.now)
+	if err != nil || code == "" {
+		t.Fatalf("storing an old code: %q %v", code, err)
+	}
+	if _, err := r.hub.Approve(code); err == nil || !strings.Contains(err.Error(), "no sender id") {
+		t.Errorf("approving a code without a sender: %v", err)
+	}
+	if len(saved) != 0 {
+		t.Errorf("allow_from gained %q", saved)
+	}
+	if list, _ := Pairings(r.db, r.now); len(list) != 0 {
+		t.Errorf("the code is still pending: %+v", list)
+	}
+}
+
+// TestWelcomeGoesToThePairingThread: the welcome after approval lands in
+// the thread where the code was given (a Slack channel thread), not at the
+// channel's top level.
+func TestWelcomeGoesToThePairingThread(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(func(b *config.BotChannel) { b.AllowFrom = []string{"1"} })
+	in.Receive(context.Background(), Message{EventID: "e", ChatID: "C011", ThreadID: "1700000000.010400", SenderID: "9", IsGroup: true, Mentioned: true, Text: "hi"})
+	outs := r.outbound(200 * time.Millisecond)
+	if len(outs) != 1 || outs[0].ThreadID != "1700000000.010400" {
+		t.Fatalf("pairing answers %+v", outs)
+	}
+	code := strings.Fields(strings.SplitN(outs[0].Text, "approve ", 2)[1])[0]
+	if _, err := r.hub.Approve(code); err != nil {
+		t.Fatal(err)
+	}
+	outs = r.outbound(200 * time.Millisecond)
+	if len(outs) != 1 || outs[0].ChatID != "C011" || outs[0].ThreadID != "1700000000.010400" || !strings.Contains(outs[0].Text, "approved") {
+		t.Errorf("welcome %+v; want it in the thread", outs)
+	}
+}
+
+// TestMessageAnsweringNobodyIsKeptThroughAnOutage: a reminder, heartbeat
+// or notice the platform did not take for now waits in the inbox and goes
+// out when the platform answers again, after a restart too; one it refused
+// for good is not kept. Such messages were lost after a few seconds of
+// outage.
+func TestMessageAnsweringNobodyIsKeptThroughAnOutage(t *testing.T) {
+	dir := t.TempDir()
+	r := newRig(t, dir)
+	r.intake(nil)
+	r.hub.Start(context.Background(), func(context.Context, bus.Outbound) error { return errors.New("network down") })
+	r.hub.Settle(bus.Outbound{Channel: "telegram", ChatID: "5", Text: "water the plants"}, errors.New("timeout"))
+	r.hub.Settle(bus.Outbound{Channel: "telegram", ChatID: "6", Text: "to a chat that is gone"}, Fail(Permanent, errors.New("chat not found")))
+	r.hub.Stopped(bus.Outbound{Channel: "telegram", ChatID: "7", Text: "cut short by the stop"}, &SendError{Kind: RateLimited, Err: errors.New("429")})
+	if n := r.inboxLen(); n != 2 {
+		t.Fatalf("inbox holds %d, want the two that failed for now", n)
+	}
+	r2, sent := r.restart(t, dir)
+	var got []string
+	for len(got) < 2 {
+		select {
+		case o := <-sent:
+			got = append(got, o.ChatID+":"+o.Text)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("sent %q; want both kept messages", got)
+		}
+	}
+	sort.Strings(got)
+	if strings.Join(got, "|") != "5:water the plants|7:cut short by the stop" {
+		t.Errorf("sent %q", got)
+	}
+	if again := r2.inbound(200 * time.Millisecond); len(again) != 0 {
+		t.Errorf("a kept message became a turn: %+v", again)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r2.inboxLen() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := r2.inboxLen(); n != 0 {
+		t.Errorf("inbox holds %d after sending", n)
+	}
+	select {
+	case o := <-sent:
+		t.Errorf("sent twice: %+v", o)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// limitedOnce refuses its first message with a long rate limit and takes
+// the rest, recording them.
+type limitedOnce struct {
+	recorder
+	refused bool
+}
+
+func (l *limitedOnce) Send(ctx context.Context, m bus.Outbound) error {
+	l.mu.Lock()
+	first := !l.refused
+	l.refused = true
+	l.mu.Unlock()
+	if first {
+		return RetryAfter(10*time.Minute, errors.New("429 Too Many Requests"))
+	}
+	return l.recorder.Send(ctx, m)
+}
+
+// TestAChatReadsItsRepliesInOrder: while a reply to a chat waits out a
+// rate limit, a later reply to that chat waits behind it, and other chats
+// are not held up. B's reply reached the chat minutes before A's.
+func TestAChatReadsItsRepliesInOrder(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	ch := &limitedOnce{recorder: recorder{name: "telegram"}}
+	m := NewManager(r.bus, slog.New(slog.DiscardHandler))
+	m.UseHub(r.hub)
+	m.Register(ch)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Stop(context.Background()) })
+	for i, c := range []string{"5", "5", "6"} {
+		in.Receive(context.Background(), Message{EventID: fmt.Sprint(i), ChatID: c, SenderID: c, Text: fmt.Sprint(i)})
+	}
+	ins := r.inbound(200 * time.Millisecond)
+	if len(ins) != 3 {
+		t.Fatalf("%d inbound", len(ins))
+	}
+	reply := func(i int, text string) {
+		r.bus.PublishOutbound(bus.Outbound{Channel: "telegram", ChatID: ins[i].ChatID, Text: text, InboxID: ins[i].InboxID})
+	}
+	reply(0, "A to 5")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ch.mu.Lock()
+		refused := ch.refused
+		ch.mu.Unlock()
+		if refused || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the refusal settles: A is kept
+	reply(1, "B to 5")
+	reply(2, "C to 6")
+	for ch.count() < 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := strings.Join(ch.texts(), "|"); got != "C to 6" {
+		t.Fatalf("sent %q during the rate limit; want only the other chat's", got)
+	}
+	r.advance(11 * time.Minute)
+	r.hub.poke()
+	for ch.count() < 3 && time.Now().Before(deadline.Add(10*time.Second)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := strings.Join(ch.texts(), "|"); got != "C to 6|A to 5|B to 5" {
+		t.Errorf("sent %q; want chat 5's replies in order after the wait", got)
+	}
+	if n := r.inboxLen(); n != 0 {
+		t.Errorf("inbox holds %d", n)
 	}
 }

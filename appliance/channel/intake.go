@@ -35,6 +35,28 @@ type IntakeOptions struct {
 	// answer. The platform keeps there what the answer needs (LINE's reply
 	// token) and nothing for the many messages the rules drop.
 	Answering func(m Message)
+	// IsID reports whether an allow_from entry has the shape of the
+	// platform's user ids. Such an entry admits that account only, never
+	// someone whose username happens to read the same: anyone can read an
+	// owner's numeric Discord id and take it as their username. Entries
+	// written "@name" are usernames whatever their shape. Default: an entry
+	// of digits is an id.
+	IsID func(entry string) bool
+}
+
+// DigitsID is the default IsID: an entry of digits (with a leading '-', as
+// Telegram's group ids have) is an id.
+func DigitsID(e string) bool {
+	e = strings.TrimPrefix(e, "-")
+	if e == "" {
+		return false
+	}
+	for _, c := range []byte(e) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Intake is a channel's way in: every platform turns its events into
@@ -88,7 +110,7 @@ func NewIntake(d Deps, o IntakeOptions) *Intake {
 	}
 	in := &Intake{
 		name: d.Section.Name, title: title, hub: hub, log: log, state: NewState(d.Section.Name), opts: o,
-		allow: newAllowList(d.Section.AllowFrom), allowAllTools: d.Section.AllowAllTools,
+		allow: newAllowList(d.Section.AllowFrom, o.IsID), allowAllTools: d.Section.AllowAllTools,
 		maxMedia: int64(mb) << 20, workspace: ws, inflight: map[string]bool{},
 	}
 	hub.register(in)
@@ -213,6 +235,11 @@ func (in *Intake) Receive(ctx context.Context, m Message) error {
 		return nil
 	}
 	if !in.allow.empty() && !in.allow.allows(m.SenderID, m.Username) {
+		if m.UsernameUnknown && in.allow.hasNames() {
+			// Refusing would answer someone listed by name with a pairing
+			// code and drop their message.
+			return fmt.Errorf("channel %s: the sender's username could not be looked up, and %s lists usernames", in.name, in.configKey("allow_from"))
+		}
 		in.refuse(m)
 		return nil
 	}
@@ -285,7 +312,12 @@ func (in *Intake) refuse(m Message) {
 	if db == nil || in.hub.o.Bus == nil {
 		return
 	}
-	code, err := RequestPairing(db, Pairing{Channel: in.name, SenderID: m.SenderID, Username: m.Username, Name: m.SenderName, ChatID: m.ChatID}, in.hub.o.Now())
+	if m.SenderID == "" {
+		// A platform may leave the sender out (LINE, for a group member who
+		// has not agreed to share it): there is nobody a code could admit.
+		return
+	}
+	code, err := RequestPairing(db, Pairing{Channel: in.name, SenderID: m.SenderID, Username: m.Username, Name: m.SenderName, ChatID: m.ChatID, ThreadID: m.ThreadID}, in.hub.o.Now())
 	if err != nil {
 		in.log.Warn("no pairing code for an unknown sender", "sender", m.SenderID, "err", err)
 		return

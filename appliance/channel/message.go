@@ -62,6 +62,11 @@ type Message struct {
 	// Username is the sender's handle where the platform has one
 	// (Telegram's @name): allow_from accepts it as well as the id.
 	Username string
+	// UsernameUnknown is true when the platform could not tell the
+	// username just now (Slack's users.info failed): a sender allow_from
+	// may list by name is then not refused, but left for the platform to
+	// deliver again.
+	UsernameUnknown bool
 	// Text is the message with the bot's mention removed.
 	Text string
 	// IsGroup is true for chats with more than the sender and the bot.

@@ -208,8 +208,9 @@ func Prepare(markdown string, f Format) []Part {
 // kept as the channel's last error.
 type Sender struct {
 	Channel string
-	Log     *slog.Logger
-	State   *State
+	// Log is the channel's logger, which names it (the intake's).
+	Log   *slog.Logger
+	State *State
 	// Attempts bounds tries per call (default 5).
 	Attempts int
 	// MaxWait bounds a single wait a 429 asks for (default 2 min); a
@@ -262,7 +263,7 @@ func (s *Sender) Do(ctx context.Context, what string, fn func(ctx context.Contex
 		if i == attempts-1 {
 			break
 		}
-		s.log().Debug("retrying a platform call", "channel", s.Channel, "call", what, "in", wait, "err", err)
+		s.log().Debug("retrying a platform call", "call", what, "in", wait, "err", err)
 		if !Sleep(ctx, wait) {
 			return err
 		}
@@ -295,10 +296,10 @@ func (s *Sender) sendPart(ctx context.Context, chat string, p Part, f Format, se
 	case err == nil:
 		return nil
 	case KindOf(err) == BadFormat && p.Formatted:
-		s.log().Info("the platform refused the reply's formatting; sending it as plain text", "channel", s.Channel, "chat", chat, "err", err)
+		s.log().Info("the platform refused the reply's formatting; sending it as plain text", "chat", chat, "err", err)
 		return s.sendPart(ctx, chat, Part{Text: p.Plain, Plain: p.Plain}, f, send, depth)
 	case KindOf(err) == TooLong && depth < 4:
-		s.log().Info("the platform refused a part as too long; splitting it smaller", "channel", s.Channel, "chat", chat, "err", err)
+		s.log().Info("the platform refused a part as too long; splitting it smaller", "chat", chat, "err", err)
 		half := max(f.measure(p.Plain)/2, 1)
 		for _, c := range splitMeasured(p.Plain, half, f.measure, false) {
 			if err := s.sendPart(ctx, chat, Part{Text: c, Plain: c}, f, send, depth+1); err != nil {
@@ -310,17 +311,26 @@ func (s *Sender) sendPart(ctx context.Context, chat string, p Part, f Format, se
 	return err
 }
 
-// failed logs a send that failed for good and keeps it as the last error.
+// failed logs a send that failed and keeps it as the last error. A reply
+// that failed for a while (the platform down or rate limiting) is kept and
+// sent again, which the hub's log line says; only other failures are for
+// good.
 func (s *Sender) failed(chat string, err error) {
-	s.log().Warn("sending failed for good", "channel", s.Channel, "chat", chat, "kind", KindOf(err).String(), "err", err)
+	switch k := KindOf(err); k {
+	case Transient, RateLimited:
+		s.log().Info("sending failed for now", "chat", chat, "kind", k.String(), "err", err)
+	default:
+		s.log().Warn("sending failed for good", "chat", chat, "kind", k.String(), "err", err)
+	}
 	if s.State != nil {
 		s.State.Fail(fmt.Errorf("sending to chat %s failed: %w", chat, err))
 	}
 }
 
+// log is the channel's logger, which names the channel.
 func (s *Sender) log() *slog.Logger {
 	if s.Log != nil {
 		return s.Log
 	}
-	return slog.Default()
+	return slog.Default().With("channel", s.Channel)
 }

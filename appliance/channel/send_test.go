@@ -13,7 +13,8 @@ import (
 
 func quietSender(st *State) (*Sender, *bytes.Buffer) {
 	var buf bytes.Buffer
-	return &Sender{Channel: "test", Log: slog.New(slog.NewTextHandler(&buf, nil)), State: st,
+	// As the intake's: the logger names the channel.
+	return &Sender{Channel: "test", Log: slog.New(slog.NewTextHandler(&buf, nil)).With("channel", "test"), State: st,
 		Backoff: Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}}, &buf
 }
 

@@ -128,3 +128,33 @@ func TestTelegramRestartNeverAnswersTwice(t *testing.T) {
 	}
 	_ = g
 }
+
+// A reminder due while Telegram is down is kept and arrives when Telegram
+// answers again; the job says it waits rather than failing. A few seconds
+// of outage used to lose it and disable the job.
+func TestTelegramReminderWaitsOutAnOutage(t *testing.T) {
+	fake := telegramtest.New(tgToken)
+	t.Cleanup(fake.Close) // after the gateway is killed (cleanups run last first)
+	h := telegramHome(t, fake, tgToken)
+	g := h.Start()
+	down := make([]telegramtest.Failure, 6) // the send's own tries, and the sweeper's first
+	for i := range down {
+		down[i] = telegramtest.Failure{Code: 502, Description: "Bad Gateway"}
+	}
+	fake.FailNext("sendMessage", down...)
+	if status, _ := g.Do("POST", "/admin/cron", map[string]any{"message": "Water the plants", "deliver": true, "channel": "telegram", "to": "4242", "schedule": map[string]any{"at_seconds": 0}}); status != 200 {
+		t.Fatalf("cron add = %d", status)
+	}
+	sent := fake.WaitSent(1, 60*time.Second)
+	if len(sent) != 1 || sent[0].ChatID != "4242" || sent[0].Text != "Water the plants" {
+		t.Fatalf("sent %+v", sent)
+	}
+	_, raw := g.DoRaw("GET", "/admin/cron", nil, true)
+	if !strings.Contains(string(raw), "waiting for telegram to take it") || strings.Contains(string(raw), `"last_failed":true`) {
+		t.Errorf("the job's record: %s", raw)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := len(fake.Sent()); n != 1 {
+		t.Errorf("sent %d times", n)
+	}
+}

@@ -150,6 +150,8 @@ func New(d channel.Deps, o Options) (*Channel, error) {
 		TypingEvery: time.Duration(o.LoadingSeconds)*time.Second - 5*time.Second,
 		TypingFor:   5 * time.Minute,
 		Answering:   c.keepToken,
+		// LINE has no usernames: every entry is an id.
+		IsID: func(string) bool { return true },
 	})
 	c.state, c.sender, c.log = c.intake.State(), c.intake.Sender(), c.intake.Log()
 	c.super = &channel.Supervisor{Name: "LINE", State: c.state, Log: c.intake.Log(), Backoff: o.Backoff}

@@ -137,21 +137,45 @@ func TestUploadTokenStaysWithSlack(t *testing.T) {
 	}
 }
 
-// TestSlashCommandAcknowledged: an envelope the bot has no use for (a
-// slash command) is acknowledged at once, so Slack does not send it
-// again, and nothing reaches the model.
-func TestSlashCommandAcknowledged(t *testing.T) {
+// TestSlashCommands: Slack's client takes a message starting with "/" for
+// its own command, so the chat commands are reached through the app's
+// slash command: "/perch status" answers as /status, "/perch" alone as
+// /help, "/perch <question>" asks the model, and a chat command registered
+// as its own slash command works too. Each envelope is acknowledged once
+// and answered once, in the channel it was typed in; allow_from applies.
+// They were acknowledged and never answered.
+func TestSlashCommands(t *testing.T) {
 	f := newFake(t)
 	f.SetAckTimeout(300 * time.Millisecond)
-	h := start(t, f, setup{})
+	h := start(t, f, setup{section: func(s *config.ChannelSection) { s.AllowFrom = []string{"ann"} }})
 	h.connected(t)
-	f.SlashCommand("/perch", "status", "C1", "U1")
-	waitFor(t, "the acknowledgement", func() bool { return f.Unacked() == 0 && f.Stats().Acks == 1 })
-	time.Sleep(400 * time.Millisecond)
-	if st := f.Stats(); st.Retries != 0 || st.Acks != 1 {
-		t.Errorf("retries %d, acks %d; want one ack and no redelivery", st.Retries, st.Acks)
+	f.SlashCommand("/perch", "status", "D1", "U1")
+	if p := waitPosted(t, f, 1)[0]; p.Channel != "D1" || !contains(p.Text, "Model") && !contains(p.Text, "model") {
+		t.Errorf("/perch status answered %+v", p)
 	}
-	if n := h.env.Provider.Calls(); n != 0 || len(f.Posted()) != 0 {
-		t.Errorf("a slash command led to %d model calls and posts %v", n, f.Posted())
+	f.SlashCommand("/perch", "", "D1", "U1")
+	if p := waitPosted(t, f, 2)[1]; !contains(p.Text, "/new") {
+		t.Errorf("/perch alone answered %+v; want the help", p)
+	}
+	f.SlashCommand("/perch", "is the door shut?", "C1", "U1")
+	if p := waitPosted(t, f, 3)[2]; p.Channel != "C1" || p.Text != "echo: is the door shut?" {
+		t.Errorf("/perch with a question answered %+v", p)
+	}
+	f.SlashCommand("/tools", "", "D1", "U1")
+	if p := waitPosted(t, f, 4)[3]; !contains(p.Text, "tools") {
+		t.Errorf("/tools answered %+v", p)
+	}
+	// Bob is not on allow_from: a pairing answer, nothing reaches the model.
+	f.SlashCommand("/perch", "run this", "D2", "U2")
+	if p := waitPosted(t, f, 5)[4]; p.Channel != "D2" || !contains(p.Text, "perch channels approve") {
+		t.Errorf("a stranger's slash command answered %+v", p)
+	}
+	waitFor(t, "the acknowledgements", func() bool { return f.Unacked() == 0 && f.Stats().Acks == 5 })
+	time.Sleep(400 * time.Millisecond)
+	if st := f.Stats(); st.Retries != 0 || st.Acks != 5 || len(f.Posted()) != 5 {
+		t.Errorf("retries %d, acks %d, posts %d; want five of each and no redelivery", st.Retries, st.Acks, len(f.Posted()))
+	}
+	if n := h.env.Provider.Calls(); n != 1 {
+		t.Errorf("the model was called %d times; want once, for the question", n)
 	}
 }

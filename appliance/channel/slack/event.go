@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,54 @@ type eventPayload struct {
 	Type    string `json:"type"`
 	EventID string `json:"event_id"`
 	Event   event  `json:"event"`
+	// A slash_commands envelope's payload has no type but these.
+	slashPayload
+}
+
+// slashPayload is a slash command's: someone typed the app's command.
+type slashPayload struct {
+	Command   string `json:"command"`
+	Text      string `json:"text"`
+	ChannelID string `json:"channel_id"`
+	UserID    string `json:"user_id"`
+	TriggerID string `json:"trigger_id"`
+}
+
+// chatCommands are the gateway's offline chat commands: "/perch status"
+// is /status. Slack's client takes a message that starts with "/" for one
+// of its own commands ("/help is not a valid command"), so on Slack they
+// are reached through the app's slash command.
+var chatCommands = map[string]bool{"help": true, "new": true, "status": true, "tools": true,
+	"models": true, "sensors": true, "devices": true, "cron": true}
+
+// slash turns a slash command into a message to the bot: the app's own
+// command (/perch) carries a chat command's name or a question, a chat
+// command registered as a slash command of its own (/status) itself.
+func (c *Channel) slash(ctx context.Context, s slashPayload) (channel.Message, bool) {
+	if s.UserID == "" || s.ChannelID == "" || s.TriggerID == "" {
+		return channel.Message{}, false
+	}
+	name := strings.TrimPrefix(s.Command, "/")
+	args := strings.TrimSpace(s.Text)
+	var text string
+	switch first, _, _ := strings.Cut(args, " "); {
+	case chatCommands[name]:
+		text = strings.TrimSpace("/" + name + " " + args)
+	case args == "":
+		text = "/help"
+	case chatCommands[strings.ToLower(strings.TrimPrefix(first, "/"))]:
+		text = "/" + strings.TrimPrefix(args, "/")
+	default:
+		text = plainIncoming(args)
+	}
+	// A slash command is addressed to the bot: no mention needed. It is no
+	// message of the channel's, so the answer is not threaded.
+	m := channel.Message{
+		EventID: "slash:" + s.TriggerID, ChatID: s.ChannelID, SenderID: s.UserID, Text: text,
+		IsGroup: !strings.HasPrefix(s.ChannelID, "D"), Mentioned: true,
+	}
+	c.identify(ctx, &m)
+	return m, true
 }
 
 type event struct {
@@ -61,7 +110,13 @@ func (c *Channel) handle(ctx context.Context, payload []byte) bool {
 		c.log.Debug("event not understood", "err", err)
 		return true
 	}
-	m, ok := c.message(ctx, p.Event)
+	var m channel.Message
+	var ok bool
+	if p.Type == "" && p.Command != "" {
+		m, ok = c.slash(ctx, p.slashPayload)
+	} else {
+		m, ok = c.message(ctx, p.Event)
+	}
 	if !ok {
 		return true
 	}
@@ -114,15 +169,7 @@ func (c *Channel) message(ctx context.Context, e event) (channel.Message, bool) 
 	if m.IsGroup && !m.Mentioned && !m.ReplyToBot {
 		return m, true // Receive drops it; no lookups
 	}
-	if u, ok := c.user(ctx, e.User); ok {
-		m.SenderName = u.display()
-		// A username names a person only within its workspace: a Slack
-		// Connect guest from another organisation may hold the same one
-		// as someone on allow_from. Ids stay unique everywhere.
-		if u.TeamID == bot.TeamID {
-			m.Username = u.Name
-		}
-	}
+	c.identify(ctx, &m)
 	for _, f := range e.Files {
 		if ref, ok := c.media(f); ok {
 			m.Media = append(m.Media, ref)
@@ -382,20 +429,46 @@ func (u user) display() string {
 	return u.Name
 }
 
+// identify sets the sender's name and username from users.info.
+func (c *Channel) identify(ctx context.Context, m *channel.Message) {
+	u, ok, known := c.user(ctx, m.SenderID)
+	switch {
+	case !known:
+		m.UsernameUnknown = true
+	case ok:
+		m.SenderName = u.display()
+		// A username names a person only within its workspace: a Slack
+		// Connect guest from another organisation may hold the same one
+		// as someone on allow_from. Ids stay unique everywhere.
+		if u.TeamID == c.identity().TeamID {
+			m.Username = u.Name
+		}
+	}
+}
+
 // user looks a sender up (cached), for allow_from by username and the
-// name the model sees. Without the users:read scope the id is all there is.
-func (c *Channel) user(ctx context.Context, id string) (user, bool) {
+// name the model sees. Without the users:read scope the id is all there
+// is: Slack's refusal (ok false) is an answer and is kept, but a failure
+// to get one (unreachable, 429, 5xx, slow) is not: known is false, and the
+// next message asks again. Keeping it for the cache's hour silenced a
+// person allowed by name after one failed lookup.
+func (c *Channel) user(ctx context.Context, id string) (u user, ok, known bool) {
 	if u, ok, cached := c.users.get(id); cached {
-		return u, ok
+		return u, ok, true
 	}
 	lctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()
 	u, err := c.api.userInfo(lctx, id)
 	if err != nil {
-		c.log.Debug("users.info failed; the sender is known by id only", "user", id, "err", err)
+		var refused *apiError
+		if !errors.As(err, &refused) {
+			c.log.Info("users.info failed; the sender's name is unknown for now", "user", id, "err", err)
+			return user{}, false, false
+		}
+		c.log.Debug("users.info refused; the sender is known by id only", "user", id, "err", err)
 		c.users.put(id, user{}, false)
-		return user{}, false
+		return user{}, false, true
 	}
 	c.users.put(id, u, true)
-	return u, true
+	return u, true, true
 }

@@ -22,8 +22,10 @@ var (
 	// Wikipedia's do (/wiki/Foo_(bar)).
 	reImage = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`!\[([^\]\n]*)\]\(` + linkURL + `\)`) })
 	reLink  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[([^\]\n]+)\]\(` + linkURL + `\)`) })
-	// The text is escaped by then, so a URL's & reads &amp;.
-	reAutolink  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`&lt;((?:https?|mailto):(?:[^\s&]|&amp;)+)&gt;`) })
+	// The text is escaped by then, so a URL's & reads &amp;. A | ends
+	// Slack's URL and starts its label: <https://evil.example|click> is
+	// left as the text it is, not made a link that hides its target.
+	reAutolink  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`&lt;((?:https?|mailto):(?:[^\s&|]|&amp;)+)&gt;`) })
 	reBoldStar  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*([^*\n]+?)\*\*`) })
 	reBoldUnder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w])__([^_\n]+?)__([^\w]|$)`) })
 	reItalic    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w*])\*([^*\s](?:[^*\n]*[^*\s])?)\*([^\w*]|$)`) })
@@ -208,8 +210,10 @@ func inlineMrkdwn(line string) string {
 	return p.restore(s)
 }
 
-// link is Slack's <url|label>; a label equal to the URL is dropped.
+// link is Slack's <url|label>; a label equal to the URL is dropped. A |
+// in the URL is percent-encoded, as it would end the URL there.
 func link(url, label string) string {
+	url = strings.ReplaceAll(url, "|", "%7C")
 	label = strings.ReplaceAll(label, "|", "¦")
 	if label == "" || label == url {
 		return "<" + url + ">"

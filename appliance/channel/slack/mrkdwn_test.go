@@ -31,6 +31,10 @@ func TestMrkdwn(t *testing.T) {
 		{"````\n```go\n**x**\n```\n````\n**b**", "```\n```go\n**x**\n```\n```\n*b*"},
 		{"~~~\n**x**\n```\n~~~\n**b**", "```\n**x**\n```\n```\n*b*"},
 		{"[a|b](https://x.io)", "<https://x.io|a¦b>"},
+		// A | in a URL would end it and start the label Slack shows.
+		{"[a link](https://example.com/a|b>c)", "<https://example.com/a%7Cb&gt;c|a link>"},
+		// An autolink with a label is text, not a link hiding its target.
+		{"<https://evil.example|click>", "&lt;https://evil.example|click&gt;"},
 		// Slack nests no markup in a link's label: its code and emphasis
 		// are shown as their text.
 		{"Run [`perch status`](https://example.com/docs) to see it.", "Run <https://example.com/docs|perch status> to see it."},

@@ -118,7 +118,7 @@ func newChannel(d channel.Deps, o options) (*Channel, error) {
 		users: newUserCache(512, time.Hour), threads: channel.NewRecent(512),
 	}
 	c.api = &webAPI{http: hc, base: base, bot: s.BotToken, app: s.AppToken}
-	c.in = channel.NewIntake(d, channel.IntakeOptions{Title: "Slack", Typing: c.typing})
+	c.in = channel.NewIntake(d, channel.IntakeOptions{Title: "Slack", Typing: c.typing, IsID: isUserID})
 	c.state = c.in.State()
 	c.log = c.in.Log()
 	c.sender = c.in.Sender()
@@ -398,4 +398,20 @@ func (c *Channel) upload(ctx context.Context, out bus.Outbound, m bus.Media) err
 		return channel.Fail(channel.Permanent, fmt.Errorf("slack: %s is empty; Slack takes no empty file", f.Name))
 	}
 	return classify(c.api.uploadFile(ctx, out.ChatID, out.ThreadID, f.Name, f.Data))
+}
+
+// isUserID reports whether an allow_from entry reads as a Slack user id:
+// U or W and at least six more capital letters or digits (U0123ABCD).
+// Slack's usernames are lower case, so "uowner1" stays a name, and a
+// member who takes the name "uowner1" does not pass for UOWNER1.
+func isUserID(e string) bool {
+	if len(e) < 7 || e[0] != 'U' && e[0] != 'W' {
+		return false
+	}
+	for _, c := range []byte(e[1:]) {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }

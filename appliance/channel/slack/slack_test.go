@@ -612,3 +612,44 @@ func TestWorkingReactionLastsAsLongAsATurn(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowedByNameThroughALookupOutage: a person allow_from lists by
+// username is neither refused nor forgotten when users.info fails: the
+// message is left unacknowledged, Slack delivers it again, and it is
+// answered. One failed lookup used to get Ann a pairing code, and the
+// failure, cached for an hour, silenced her next messages.
+func TestAllowedByNameThroughALookupOutage(t *testing.T) {
+	f := newFake(t)
+	f.SetAckTimeout(300 * time.Millisecond)
+	h := start(t, f, setup{section: func(s *config.ChannelSection) { s.AllowFrom = []string{"ann"} }})
+	h.connected(t)
+	f.FailUsersInfo(1)
+	f.PostMessage(slacktest.Message{Channel: "D1", ChannelType: "im", User: "U1", Text: "hello during an outage"})
+	if p := waitPosted(t, f, 1)[0]; p.Channel != "D1" || p.Text != "echo: hello during an outage" {
+		t.Errorf("first answer %+v; want the echo, after Slack's redelivery", p)
+	}
+	if st := f.Stats(); st.Retries == 0 {
+		t.Errorf("the first message was acknowledged at once (%+v): the lookup did not fail", st)
+	}
+	f.PostMessage(slacktest.Message{Channel: "D1", ChannelType: "im", User: "U1", Text: "and again"})
+	if p := waitPosted(t, f, 2)[1]; p.Text != "echo: and again" {
+		t.Errorf("second answer %+v", p)
+	}
+	for _, p := range f.Posted() {
+		if contains(p.Text, "perch channels approve") {
+			t.Errorf("Ann got a pairing code: %+v", p)
+		}
+	}
+}
+
+// TestIsUserID: entries shaped like Slack ids match ids alone.
+func TestIsUserID(t *testing.T) {
+	for e, want := range map[string]bool{
+		"U0123ABCD": true, "W0123ABCD": true, "UOWNER1": true,
+		"uowner1": false, "ann": false, "U01": false, "UMA": false, "U0123abcd": false, "T0123ABCD": false, "@U0123ABCD": false,
+	} {
+		if got := isUserID(e); got != want {
+			t.Errorf("isUserID(%q) = %v, want %v", e, got, want)
+		}
+	}
+}

@@ -253,7 +253,7 @@ func (c *Channel) serve(ctx context.Context, ws *websocket.Conn, sock *socket, q
 			report(nil)
 		case "disconnect":
 			return hello, &disconnect{Reason: f.Reason}
-		case "events_api":
+		case "events_api", "slash_commands":
 			if f.EnvelopeID == "" {
 				continue
 			}
@@ -265,7 +265,7 @@ func (c *Channel) serve(ctx context.Context, ws *websocket.Conn, sock *socket, q
 				env.done(false)
 				return hello, ctx.Err()
 			}
-		case "slash_commands", "interactive":
+		case "interactive":
 			// Not used by the bot, but Slack resends what is not
 			// acknowledged.
 			if f.EnvelopeID != "" {

@@ -83,7 +83,7 @@ func TestMessageIsAnsweredInItsChatQuotingIt(t *testing.T) {
 	if sess, err := h.Store.Session("telegram:42"); err != nil || sess.Count != 2 {
 		t.Errorf("session telegram:42 = %+v, %v; want 2 messages", sess, err)
 	}
-	if ch, chat := h.Agent.LastActive(); ch != "telegram" || chat != "42" {
+	if ch, chat := h.Agent.LastActive(nil); ch != "telegram" || chat != "42" {
 		t.Errorf("last active chat = %s:%s, want telegram:42 (USB notices go there)", ch, chat)
 	}
 	channeltest.Eventually(t, 5*time.Second, "the inbox to empty", func() bool { return inboxLen(t, h) == 0 })

@@ -89,6 +89,7 @@ type Server struct {
 	// does; ackTimeout how long an envelope may go unacknowledged before
 	// it is delivered again (Slack: about 3 s; retries stop after 3).
 	pingInterval, ackTimeout time.Duration
+	failUsersInfo            int
 	users                    map[string]User
 	posted                   []Posted
 	postCh                   chan struct{}
@@ -425,10 +426,26 @@ func (s *Server) postMessage(w http.ResponseWriter, r request) {
 		"message": map[string]any{"type": "message", "user": s.BotUserID, "text": p.Text, "ts": p.TS, "thread_ts": p.ThreadTS}})
 }
 
+// FailUsersInfo makes the next n users.info calls answer 503, as Slack
+// does in an outage of that method alone.
+func (s *Server) FailUsersInfo(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failUsersInfo = n
+}
+
 func (s *Server) usersInfo(w http.ResponseWriter, r request) {
 	s.mu.Lock()
 	u, ok := s.users[r.args["user"]]
+	fail := s.failUsersInfo > 0
+	if fail {
+		s.failUsersInfo--
+	}
 	s.mu.Unlock()
+	if fail {
+		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	if !ok {
 		slackError(w, "user_not_found")
 		return
