@@ -61,6 +61,43 @@ type Service struct {
 	started bool
 }
 
+// A sender nobody vouched for on a chat channel open to anyone may set
+// reminders for their own chat (an automation over MQTT has no chat and no
+// such limits), but each is a message the platform may
+// count against the owner's quota (LINE's free plan has a few hundred
+// pushes a month): at most maxStrangerJobs per chat, none more often than
+// hourly.
+const (
+	maxStrangerJobs = 5
+	minStrangerGap  = time.Hour
+)
+
+func (s *Service) strangerLimits(spec api.JobSpec) error {
+	runs, err := Preview(spec.Schedule, s.opts.Location, time.Now(), 4)
+	if err != nil {
+		return err
+	}
+	for i := 1; i < len(runs); i++ {
+		if runs[i].Sub(runs[i-1]) < minStrangerGap {
+			return fmt.Errorf("a reminder set from a chat anyone may use repeats at most hourly (%s is more often); the owner can add it with perch cron add", spec.Schedule.Describe())
+		}
+	}
+	recs, err := s.load()
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Restricted && r.Channel == spec.Channel && r.To == spec.To {
+			n++
+		}
+	}
+	if n >= maxStrangerJobs {
+		return fmt.Errorf("this chat has %d reminders, as many as a chat anyone may use can have; remove one first", n)
+	}
+	return nil
+}
+
 // New returns a stopped service.
 func New(opts Options) *Service {
 	if opts.Log == nil {
@@ -293,6 +330,11 @@ func (s *Service) Add(_ context.Context, spec api.JobSpec) (api.Job, error) {
 	}
 	if spec.Channel != "" && s.opts.CheckChannel != nil {
 		if err := s.opts.CheckChannel(spec.Channel); err != nil {
+			return api.Job{}, fmt.Errorf("schedule: %w", err)
+		}
+	}
+	if spec.Restricted && spec.To != "" {
+		if err := s.strangerLimits(spec); err != nil {
 			return api.Job{}, fmt.Errorf("schedule: %w", err)
 		}
 	}

@@ -647,3 +647,40 @@ func TestRecurringJobRecordsNextRun(t *testing.T) {
 		t.Errorf("after a run: %+v, want enabled with a next run after the last", stored)
 	}
 }
+
+// TestStrangersRemindersAreBounded: a sender nobody vouched for may set
+// reminders for their own chat, at most five and none more often than
+// hourly: each is a push the platform may count against the owner's
+// quota. A stranger's reminder every 10 s was accepted. The owner, and an
+// automation over MQTT (no chat), are not bounded.
+func TestStrangersRemindersAreBounded(t *testing.T) {
+	s := newService(t, storetest.Open(t), newRecorder().run)
+	ctx := context.Background()
+	every := func(n int64) api.Schedule { return api.Schedule{EverySeconds: &n} }
+	stranger := func(sc api.Schedule, to string) error {
+		_, err := s.Add(ctx, api.JobSpec{Message: "m", Deliver: true, Channel: "line", To: to, Restricted: true, Schedule: sc})
+		return err
+	}
+	for _, sc := range []api.Schedule{every(10), every(3599), {CronExpr: "*/5 * * * *"}, {CronExpr: "0,30 9 * * *"}} {
+		if err := stranger(sc, "Ustranger"); err == nil || !strings.Contains(err.Error(), "at most hourly") {
+			t.Errorf("%s: %v; want it refused as too frequent", sc.Describe(), err)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		if err := stranger(every(3600), "Ustranger"); err != nil {
+			t.Fatalf("reminder %d: %v", i+1, err)
+		}
+	}
+	if err := stranger(api.Schedule{CronExpr: "0 9 * * *"}, "Ustranger"); err == nil || !strings.Contains(err.Error(), "remove one first") {
+		t.Errorf("a sixth reminder: %v", err)
+	}
+	if err := stranger(every(3600), "Uother"); err != nil {
+		t.Errorf("another chat's first: %v", err)
+	}
+	if _, err := s.Add(ctx, api.JobSpec{Message: "m", Deliver: true, Channel: "line", To: "Ustranger", Schedule: every(10)}); err != nil {
+		t.Errorf("the owner's: %v", err)
+	}
+	if _, err := s.Add(ctx, api.JobSpec{Message: "m", Channel: "mqtt", Restricted: true, Schedule: every(60)}); err != nil {
+		t.Errorf("an automation's: %v", err)
+	}
+}
