@@ -165,25 +165,74 @@ func newMentionPatterns(bot readyUser) *mentionPatterns {
 // mentions list, <@id> or <@!id> markup), then "@name" typed as text
 // (username or display name), then the bare user id — and removes it with
 // the separator after it. The rest of the text is left as typed.
+//
+// A mention inside code (`<@id>` in backticks) is text Discord shows as
+// typed and does not notify: it neither counts nor is removed.
 func stripMention(text string, p *mentionPatterns, inMetadata bool) (string, bool) {
 	if p == nil {
 		return strings.TrimSpace(text), inMetadata
 	}
-	if p.markup.MatchString(text) {
-		return strings.TrimSpace(p.markup.ReplaceAllString(text, "")), true
+	shown := blankCode(text)
+	if p.markup.MatchString(shown) {
+		return strings.TrimSpace(replaceOutside(p.markup, text, shown, "")), true
 	}
 	if inMetadata {
 		return strings.TrimSpace(text), true
 	}
 	for _, re := range p.names {
-		if re.MatchString(text) {
-			return strings.TrimSpace(re.ReplaceAllString(text, "$1")), true
+		if re.MatchString(shown) {
+			return strings.TrimSpace(replaceOutside(re, text, shown, "$1")), true
 		}
 	}
-	if p.id.MatchString(text) {
-		return strings.TrimSpace(p.id.ReplaceAllString(text, "$1")), true
+	if p.id.MatchString(shown) {
+		return strings.TrimSpace(replaceOutside(p.id, text, shown, "$1")), true
 	}
 	return strings.TrimSpace(text), false
+}
+
+// blankCode is text with every code span and block blanked out, byte for
+// byte, so that matches in it have the same places in text.
+func blankCode(text string) string {
+	if !strings.Contains(text, "`") {
+		return text
+	}
+	b := []byte(text)
+	for i := 0; i < len(b); {
+		if b[i] != '`' {
+			i++
+			continue
+		}
+		n := 1
+		for i+n < len(b) && b[i+n] == '`' {
+			n++
+		}
+		fence := strings.Repeat("`", n)
+		end := strings.Index(text[i+n:], fence)
+		if end < 0 {
+			break // an unclosed run of backticks is text
+		}
+		stop := i + n + end + n
+		for j := i; j < stop; j++ {
+			if b[j] != '\n' {
+				b[j] = ' '
+			}
+		}
+		i = stop
+	}
+	return string(b)
+}
+
+// replaceOutside replaces re's matches in shown (text with code blanked)
+// in text, expanding repl against text.
+func replaceOutside(re *regexp.Regexp, text, shown, repl string) string {
+	var out []byte
+	last := 0
+	for _, m := range re.FindAllStringSubmatchIndex(shown, -1) {
+		out = append(out, text[last:m[0]]...)
+		out = re.ExpandString(out, repl, text, m)
+		last = m[1]
+	}
+	return string(append(out, text[last:]...))
 }
 
 // cutMarkup removes every markup from text with the separator after it, as

@@ -18,6 +18,11 @@ func TestStripMention(t *testing.T) {
 		{"9000 is not the id", false, false, "9000 is not the id"},
 		{"perch@example.com", false, false, "perch@example.com"},
 		{"plain", false, false, "plain"},
+		// A mention in code is shown as typed and notifies nobody.
+		{"quote `<@900>` here", false, false, "quote `<@900>` here"},
+		{"```\n@perch 900\n```", false, false, "```\n@perch 900\n```"},
+		{"`<@900>` and <@900> hi", false, true, "`<@900>` and hi"},
+		{"unclosed ` <@900> hi", false, true, "unclosed ` hi"},
 	} {
 		got, m := stripMention(c.text, newMentionPatterns(bot), c.meta)
 		if got != c.out || m != c.want {

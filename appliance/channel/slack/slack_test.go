@@ -562,8 +562,12 @@ func TestQuickDisconnectsBackOff(t *testing.T) {
 			if n := f.Stats().Opens; n > 6 {
 				t.Errorf("%d apps.connections.open calls in a second; want backoff between them", n)
 			}
-			if ok, msg := h.ch.Check(context.Background()); ok || !strings.Contains(msg, reason) {
+			ok, msg := h.ch.Check(context.Background())
+			if ok || !strings.Contains(msg, reason) {
 				t.Errorf("check: %v %q; want it failing with Slack's reason", ok, msg)
+			}
+			if reason == "too_many_websockets" && !strings.Contains(msg, "channels.slack.app_token") {
+				t.Errorf("check %q; want the likely cause: another program on the app token", msg)
 			}
 			f.DisconnectAfterHello("")
 			h.connected(t)

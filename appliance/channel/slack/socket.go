@@ -191,6 +191,11 @@ const turnOnSocketMode = "turn on Socket Mode under Settings → Socket Mode in 
 type disconnect struct{ Reason string }
 
 func (d *disconnect) Error() string {
+	if d.Reason == "too_many_websockets" {
+		// Slack allows an app ten Socket Mode connections: the others are
+		// most likely another Perch (or program) with the same app token.
+		return "slack: Slack refused another Socket Mode connection for this app (too_many_websockets); stop the other programs using channels.slack.app_token, or give this board an app of its own"
+	}
 	return fmt.Sprintf("slack: Slack asked for a new connection (%s)", d.Reason)
 }
 
