@@ -62,6 +62,11 @@ type Options struct {
 	StartTimeout time.Duration
 	// RequestTimeout bounds one call of LINE's API (default 60 s).
 	RequestTimeout time.Duration
+	// MessageTimeout bounds one reply or push call (default 15 s): the
+	// channel sends one message at a time, so a call LINE takes and never
+	// answers held every chat's answers for RequestTimeout. The retry is
+	// safe: a push carries its retry key, a reply its single-use token.
+	MessageTimeout time.Duration
 	// ReplyTokens bounds the messages whose reply and quote tokens are
 	// held for their answer (default 1024); the oldest go first.
 	ReplyTokens int
@@ -123,6 +128,9 @@ func New(d channel.Deps, o Options) (*Channel, error) {
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
+	}
+	if o.MessageTimeout <= 0 {
+		o.MessageTimeout = 15 * time.Second
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 60 * time.Second

@@ -669,3 +669,25 @@ func TestAReplyTokenRefusedAfterAnAnsweredFailureIsPushed(t *testing.T) {
 	}
 	_ = e
 }
+
+// TestAStalledPushDoesNotHoldTheChannel: a push LINE takes and never
+// answers is given up after MessageTimeout and retried with its retry key
+// (LINE answers 409: delivered), so the channel's other messages wait
+// seconds, not the client's minute. They waited the whole RequestTimeout.
+func TestAStalledPushDoesNotHoldTheChannel(t *testing.T) {
+	fake := newFake(t)
+	fake.StallNext("push", 10*time.Second)
+	opts := fastOptions()
+	opts.MessageTimeout = 300 * time.Millisecond
+	e := start(t, fake, channeltest.Options{}, nil, opts)
+	began := time.Now()
+	if err := e.c.Send(context.Background(), bus.Outbound{Channel: "line", ChatID: alice, Text: "water the plants"}); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("the send took %s", d.Round(time.Millisecond))
+	}
+	if sent := fake.Sent(); len(sent) != 1 || sent[0].Text != "water the plants" {
+		t.Errorf("sent %+v; want it once", sent)
+	}
+}

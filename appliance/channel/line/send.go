@@ -110,6 +110,8 @@ func (c *Channel) reply(ctx context.Context, chat, token string, batch []message
 	var res sendResult
 	lost := false
 	err := c.sender.Do(ctx, "reply", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, c.opts.MessageTimeout)
+		defer cancel()
 		err := c.post(ctx, c.apiBase+"/v2/bot/message/reply", "", map[string]any{"replyToken": token, "messages": batch}, &res)
 		if lost && refusedToken(err) {
 			c.log.Info("LINE refused the reply token on a retry after a try whose answer was lost; that try delivered the reply, so it is not pushed again", "chat", chat)
@@ -159,6 +161,8 @@ func (c *Channel) push(ctx context.Context, chat string, batch []message) error 
 	key := retryKey()
 	var res sendResult
 	err := c.sender.Do(ctx, "push", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, c.opts.MessageTimeout)
+		defer cancel()
 		err := c.post(ctx, c.apiBase+"/v2/bot/message/push", key, map[string]any{"to": chat, "messages": batch}, &res)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == http.StatusConflict {
