@@ -89,6 +89,14 @@ func (s *System) chatAnswered(in bus.Inbound, asked time.Time, reply string, ans
 	}
 }
 
+// checkPageChat refuses a page chat id no page can open.
+func checkPageChat(channel, chatID string) error {
+	if channel == webchan.Name && !webchan.ValidChat(chatID) {
+		return fmt.Errorf("%q is not a page chat (1-64 letters, digits, '_', '.' or '-')", chatID)
+	}
+	return nil
+}
+
 // deliveryChannels are the channels a job may deliver to: the running
 // gateway's, else those the config enables.
 func (s *System) deliveryChannels() []string {
@@ -101,14 +109,16 @@ func (s *System) deliveryChannels() []string {
 // deliveryTarget is where a job added from a conversation nobody reads
 // later (/chat without a channel, perch agent) delivers: the chat channel
 // a person spoke on last, else the web page chat used last, else the
-// page's default chat, which every browser opens first.
+// page's default chat, which every browser opens first. A channel open to
+// anyone is passed over: who spoke there is nobody the owner chose, and
+// an owner's reminder (a command's output with it) went to a stranger.
 func (s *System) deliveryTarget() (channelName, chatID string) {
 	avail := s.deliveryChannels()
 	web := ""
 	if sessions, err := s.Store.Sessions(); err == nil { // most recent first
 		for _, ss := range sessions {
-			if ss.ChatID == "" || bus.IsInternal(ss.Channel) || !slices.Contains(avail, ss.Channel) {
-				continue
+			if ss.ChatID == "" || bus.IsInternal(ss.Channel) || !slices.Contains(avail, ss.Channel) || s.openToStrangers(ss.Channel) {
+				continue // the owner's job must not go to a stranger
 			}
 			if ss.Channel != webchan.Name {
 				return ss.Channel, ss.ChatID
@@ -138,7 +148,12 @@ func (s *System) noticeTarget() (channelName, chatID string) {
 // restricted tools (allow_from empty, allow_all_tools off): who spoke
 // there last is nobody the owner chose.
 func (s *System) openToStrangers(ch string) bool {
-	return s.Channels != nil && s.Channels.Hub().Restricted(ch)
+	if s.Channels != nil {
+		return s.Channels.Hub().Restricted(ch)
+	}
+	// No gateway here (perch agent, cron add): the config says.
+	sec, ok := s.Cfg.Channels.Section(ch)
+	return ok && sec.Enabled && len(sec.AllowFrom) == 0 && !sec.AllowAllTools
 }
 
 // sendTo delivers a job's result on its channel and reports whether it

@@ -225,7 +225,7 @@ func (s *System) registerTools() {
 		APIKey: web.Search.APIKey.Value(), APIBase: web.Search.APIBase, HTMLBase: web.Search.HTMLBase,
 	}))
 	r.Register(tools.NewWebFetch(tools.WebFetchOptions{AllowPrivate: web.Fetch.AllowPrivate}))
-	r.Register(tools.NewMessage(tools.MessageOptions{Send: s.Bus.PublishOutbound, Channels: s.deliveryChannels}))
+	r.Register(tools.NewMessage(tools.MessageOptions{Send: s.Bus.PublishOutbound, Channels: s.deliveryChannels, CheckChat: checkPageChat}))
 	r.Register(tools.NewCanvas())
 	r.Register(tools.NewImage(tools.ImageOptions{Generator: currentImages{s}}))
 	r.Register(tools.NewSubagent(s.Agent.Subagents()))

@@ -80,6 +80,7 @@ func TestCronToolOverTheScheduler(t *testing.T) {
 func TestCronTargetPrefersAChatChannel(t *testing.T) {
 	sys := newCore(t, newFake(t))
 	sys.Cfg.Channels.Telegram.Enabled, sys.Cfg.Channels.Telegram.Token = true, "123:abc"
+	sys.Cfg.Channels.Telegram.AllowFrom = []string{"42"}
 	note := func(channel, chatID string) {
 		t.Helper()
 		key := channel + ":" + chatID
@@ -103,6 +104,16 @@ func TestCronTargetPrefersAChatChannel(t *testing.T) {
 	note("discord", "7") // not enabled: never a target
 	if ch, chat := sys.deliveryTarget(); ch != "telegram" || chat != "42" {
 		t.Errorf("after a discord chat: %s:%s, want telegram:42", ch, chat)
+	}
+	// Open to anyone: who spoke there last is no one the owner chose. An
+	// owner's reminder, a command's output with it, went to a stranger.
+	sys.Cfg.Channels.Discord.Enabled, sys.Cfg.Channels.Discord.Token = true, "discord-token"
+	if ch, chat := sys.deliveryTarget(); ch != "telegram" || chat != "42" {
+		t.Errorf("after a stranger's discord chat: %s:%s, want telegram:42", ch, chat)
+	}
+	sys.Cfg.Channels.Discord.AllowFrom = []string{"7"}
+	if ch, chat := sys.deliveryTarget(); ch != "discord" || chat != "7" {
+		t.Errorf("once discord admits only chosen people: %s:%s, want discord:7", ch, chat)
 	}
 }
 

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -331,6 +332,7 @@ func TestToolIterationsAreBounded(t *testing.T) {
 
 func TestSubagentsRunAndSpawn(t *testing.T) {
 	f := newFixture(t, nil)
+	f.reg.Register(tools.NewCanvas())
 	sub := f.loop.Subagents()
 	out, err := sub.Run(context.Background(), "count the sheep", "sheep")
 	if err != nil || out != "echo: count the sheep" {
@@ -341,10 +343,16 @@ func TestSubagentsRunAndSpawn(t *testing.T) {
 	if len(msgs) != 2 || msgs[1].Content != "count the sheep" {
 		t.Fatalf("subagent saw %+v", msgs)
 	}
-	for _, tl := range f.fake.Requests()[0].Body.Tools {
-		if strings.Contains(fmt.Sprint(tl), `"spawn"`) {
-			t.Error("a subagent was offered spawn")
+	// Nor tools whose work nobody would see (a canvas node drawn there
+	// never reached the chat).
+	offered, _ := json.Marshal(f.fake.Requests()[0].Body.Tools)
+	for _, name := range []string{"spawn", "subagent", "canvas"} {
+		if strings.Contains(string(offered), `"name":"`+name+`"`) {
+			t.Errorf("a subagent was offered %s", name)
 		}
+	}
+	if !strings.Contains(string(offered), `"name":"echo"`) {
+		t.Errorf("the subagent's tools %s lack echo", offered)
 	}
 	ctx := tools.WithCall(context.Background(), tools.Call{Channel: "telegram", ChatID: "42", SessionKey: "telegram:42"})
 	id, err := sub.Spawn(ctx, "slow job", "bg")
@@ -524,5 +532,28 @@ func TestLastActiveIsATrustedOneToOneChat(t *testing.T) {
 	again := agent.New(agent.Options{Store: f.db, Tools: f.reg, Bus: f.bus, Workspace: t.TempDir(), Log: slog.New(slog.DiscardHandler)})
 	if ch, _ := again.LastActive(nil); ch != "line" {
 		t.Errorf("with nothing ruled out, the newest session is line's; got %q", ch)
+	}
+}
+
+// TestAnEmptyAnswerIsExplained: a model that answers a person with nothing
+// gives them EmptyAnswer (it left a blank reply); after tools ran an empty
+// answer is normal and stays empty, and nothing of the note is stored.
+func TestAnEmptyAnswerIsExplained(t *testing.T) {
+	f := newFixture(t, nil)
+	f.fake.Enqueue(providertest.Reply{Content: "  "})
+	rep, err := f.loop.Process(context.Background(), in("e1", "hello?"))
+	if err != nil || rep.Text != agent.EmptyAnswer {
+		t.Fatalf("reply %+v, %v; want the explanation", rep, err)
+	}
+	f.fake.Enqueue(providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "a", Name: "echo", Args: `{"text":"x"}`}}}, providertest.Reply{Content: ""})
+	rep, err = f.loop.Process(context.Background(), in("e2", "echo x"))
+	if err != nil || rep.Text != "" {
+		t.Errorf("after a tool: %+v, %v; want an empty answer", rep, err)
+	}
+	h, _ := f.db.History("e1")
+	for _, m := range h {
+		if strings.Contains(m.Content, "empty message") {
+			t.Errorf("the note was stored: %+v", h)
+		}
 	}
 }

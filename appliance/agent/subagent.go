@@ -155,6 +155,12 @@ func (s *Subagents) finish(info *SubagentInfo, err error) {
 	}
 }
 
+// unseenTools are left out of turns nobody watches (a subagent's, the
+// gateway's own questions): no further subagents, and nothing that draws
+// for a person to see (a canvas node or an image made there never reached
+// the chat, while the model believed it had shown it).
+var unseenTools = map[string]bool{"subagent": true, "spawn": true, "canvas": true, "generate_image": true}
+
 func (s *Subagents) execute(ctx context.Context, info *SubagentInfo) (string, error) {
 	p, err := s.l.Provider()
 	if p == nil {
@@ -166,7 +172,7 @@ func (s *Subagents) execute(ctx context.Context, info *SubagentInfo) (string, er
 		in.RestrictTools = true
 		in.Metadata = map[string]string{metaRestrictedBy: info.restrictedBy}
 	}
-	rep, err := s.l.runTurn(ctx, p, sess, in, turnOpts{hide: map[string]bool{"subagent": true, "spawn": true}})
+	rep, err := s.l.runTurn(ctx, p, sess, in, turnOpts{hide: unseenTools})
 	if err != nil {
 		return "", err
 	}
@@ -232,7 +238,7 @@ func (l *Loop) Ask(ctx context.Context, name, prompt string) (string, error) {
 	defer func() { <-l.sem }()
 	sess := &memSession{key: bus.ChannelSystem + ":" + name}
 	in := bus.Inbound{Channel: bus.ChannelSystem, ChatID: name, SessionKey: sess.key, Text: prompt}
-	rep, err := l.runTurn(ctx, p, sess, in, turnOpts{hide: map[string]bool{"subagent": true, "spawn": true}})
+	rep, err := l.runTurn(ctx, p, sess, in, turnOpts{hide: unseenTools})
 	if err != nil {
 		return "", err
 	}

@@ -201,6 +201,11 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	if leftOut && strings.TrimSpace(final) != "" {
 		final += leftOutNote
 	}
+	// A model that answers a person with nothing at all (no text, no tool
+	// call) left a blank reply on the API and none on a chat platform. An
+	// empty answer after tools ran is normal (a message tool already
+	// spoke), and the gateway's own questions read it as "nothing to say".
+	empty := done && len(added) == 0 && strings.TrimSpace(final) == "" && in.Channel != bus.ChannelSystem && in.Channel != bus.ChannelSubagent
 	if strings.TrimSpace(final) != "" {
 		added = append(added, chat.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})
 	}
@@ -215,8 +220,16 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		return nil, err
 	}
 	rep.Text = final
+	if empty {
+		l.log.Warn("the model's answer was empty", "provider", p.Name(), "model", p.Model(), "session", sess.Key())
+		rep.Text = EmptyAnswer
+	}
 	return &rep, nil
 }
+
+// EmptyAnswer is what a person reads when the model answered with nothing.
+// It is not stored: the history holds what the model said.
+const EmptyAnswer = "(The model answered with an empty message. Ask again, or try another model: /models lists them.)"
 
 // notify sends text to the turn's chat now (tools' user results, async
 // completions). Internal channels only log it.

@@ -181,6 +181,12 @@ func cronMutates(ctx context.Context, a Args, jobs api.Jobs) bool {
 		if strings.TrimSpace(a.String("command")) != "" || (a.Has("deliver") && !a.Bool("deliver")) {
 			return true
 		}
+		// Without a chat of the caller's (a request over MQTT) a reminder
+		// has nowhere to go and becomes a task for the agent when due:
+		// requests could add jobs that call the model for ever.
+		if call.ChatID == "" && a.String("chat_id") == "" {
+			return true
+		}
 		return otherChat(call, a.String("channel"), a.String("chat_id"))
 	case "remove", "enable", "disable":
 		// A sender may take back the reminders it set for its own chat.

@@ -187,6 +187,13 @@ func TestRestrictedSenderHasOnlyItsOwnJobs(t *testing.T) {
 	if j := jobs.list[len(jobs.list)-1]; !j.Restricted || j.To != "5" {
 		t.Errorf("a stranger's job %+v is not marked restricted", j)
 	}
+	// A client over MQTT has no chat: its reminder would go nowhere and
+	// become a task for the agent when due, calling the model for ever.
+	n := len(jobs.list)
+	automation := WithCall(context.Background(), Call{Channel: "mqtt", SessionKey: "ha:x", Restricted: true})
+	if res := r.Execute(automation, "cron", `{"action":"add","message":"spam","every_seconds":10}`); !strings.Contains(res.ForLLM, "refused") || len(jobs.list) != n {
+		t.Errorf("an automation's reminder to nowhere: %s", res.ForLLM)
+	}
 	owner := WithCall(context.Background(), Call{Channel: "telegram", ChatID: "1"})
 	if res := r.Execute(owner, "cron", `{"action":"list"}`); !strings.Contains(res.ForLLM, "bank") || strings.Contains(res.ForLLM, "not shown") {
 		t.Errorf("the owner's list:\n%s", res.ForLLM)
@@ -218,6 +225,14 @@ func TestRestrictedReadsOnlyTheSkills(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "memory"), 0o700)
 	os.WriteFile(filepath.Join(dir, "skills", "water", "SKILL.md"), []byte("Water at dawn."), 0o600)
 	os.WriteFile(filepath.Join(dir, "memory", "MEMORY.md"), []byte("door code 4711"), 0o600)
+	// Second names of the owner's notes inside skills/, as a command of
+	// the owner's can make: they were read out to strangers.
+	os.Symlink("../memory/MEMORY.md", filepath.Join(dir, "skills", "leak.md"))
+	os.Symlink("../memory", filepath.Join(dir, "skills", "mem"))
+	if err := os.Link(filepath.Join(dir, "memory", "MEMORY.md"), filepath.Join(dir, "skills", "hard.md")); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("water/SKILL.md", filepath.Join(dir, "skills", "alias.md"))
 	r := NewRegistry(slog.New(slog.DiscardHandler))
 	for _, tool := range NewFS(FSOptions{Dir: dir, Restrict: true}) {
 		r.Register(tool)
@@ -238,6 +253,12 @@ func TestRestrictedReadsOnlyTheSkills(t *testing.T) {
 		{"read_file", "skillsx/a", true},
 		{"list_dir", ".", true},
 		{"list_dir", "memory", true},
+		{"read_file", "skills/leak.md", true},
+		{"read_file", "skills//leak.md", true},
+		{"read_file", "skills/mem/MEMORY.md", true},
+		{"list_dir", "skills/mem", true},
+		{"read_file", "skills/hard.md", true},
+		{"read_file", "skills/alias.md", false}, // a link within skills/
 	} {
 		res := r.Execute(stranger, tc.tool, `{"path":"`+tc.path+`"}`)
 		refused := strings.Contains(res.ForLLM, "refused: the workspace holds the owner's files")

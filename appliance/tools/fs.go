@@ -136,7 +136,33 @@ func (w *workspace) private(_ context.Context, args Args) bool {
 		p = rel
 	}
 	p = filepath.Clean(p)
-	return p != publicDir && !strings.HasPrefix(p, publicDir+string(filepath.Separator))
+	if p != publicDir && !strings.HasPrefix(p, publicDir+string(filepath.Separator)) {
+		return true
+	}
+	// Inside skills/ by name; a link there (skills/notes.md ->
+	// ../memory/MEMORY.md, which a command of the owner's can make) leads
+	// to the owner's files, and so does a second name of one of them.
+	root, err := filepath.EvalSymlinks(w.dir)
+	if err != nil {
+		return true
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(root, p))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false // nothing there to read; the tool says so
+	}
+	if err != nil {
+		return true
+	}
+	skills := filepath.Join(root, publicDir)
+	if real != skills && !strings.HasPrefix(real, skills+string(filepath.Separator)) {
+		return true
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return true
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return fi.Mode().IsRegular() && (!ok || st.Nlink > 1)
 }
 
 // workspace holds the file tools' shared state: only configuration. The

@@ -19,12 +19,15 @@ type MessageOptions struct {
 	// chat platforms and the web page): a message for any other would be
 	// dropped by the dispatcher while the model reported it sent.
 	Channels func() []string
+	// CheckChat, when set, vets a chat id for its channel (a page chat's
+	// form): a message to a chat nobody can open was reported sent.
+	CheckChat func(channel, chatID string) error
 }
 
 // NewMessage returns the message tool, which sends text to a chat: the
 // current one unless the model names another.
 func NewMessage(opts MessageOptions) Tool {
-	m := &message{send: opts.Send, channels: opts.Channels}
+	m := &message{send: opts.Send, channels: opts.Channels, checkChat: opts.CheckChat}
 	return Func{
 		ToolName: "message",
 		ToolDescription: "Send a message to a chat. Without channel and chat_id it goes to the current conversation; " +
@@ -44,8 +47,9 @@ func NewMessage(opts MessageOptions) Tool {
 }
 
 type message struct {
-	send     func(bus.Outbound) error
-	channels func() []string
+	send      func(bus.Outbound) error
+	channels  func() []string
+	checkChat func(channel, chatID string) error
 }
 
 func (m *message) run(ctx context.Context, args Args) Result {
@@ -70,9 +74,8 @@ func (m *message) run(ctx context.Context, args Args) Result {
 		return Errorf("message: no channel to send to: this conversation has none, so give channel and chat_id")
 	}
 	internal := bus.IsInternal(channel)
-	if chatID == "" && !internal {
-		return Errorf("message: chat_id is required to send on %s from a conversation on %s", channel, orNone(call.Channel))
-	}
+	// A channel that does not run is the first thing to fix: asking for a
+	// chat id first sent the model after the wrong argument.
 	if m.channels != nil && !internal {
 		if names := m.channels(); !slices.Contains(names, channel) {
 			list := "none"
@@ -80,6 +83,14 @@ func (m *message) run(ctx context.Context, args Args) Result {
 				list = strings.Join(names, ", ")
 			}
 			return Errorf("message: no %s channel runs on this board, so nobody would receive it; channels that deliver: %s", channel, list)
+		}
+	}
+	if chatID == "" && !internal {
+		return Errorf("message: chat_id is required to send on %s from a conversation on %s", channel, orNone(call.Channel))
+	}
+	if m.checkChat != nil && !internal {
+		if err := m.checkChat(channel, chatID); err != nil {
+			return Errorf("message: not sent: %v", err)
 		}
 	}
 	err := m.send(bus.Outbound{Channel: channel, ChatID: chatID, Text: content})

@@ -46,12 +46,25 @@ func TestMessage(t *testing.T) {
 		{name: "a channel that does not run", call: Call{Channel: "telegram", ChatID: "42"},
 			args:    map[string]any{"content": "x", "channel": "line", "chat_id": "U1"},
 			wantErr: "message: no line channel runs on this board, so nobody would receive it; channels that deliver: discord, slack, telegram, web"},
+		// Named first: asking for a chat id sent the model after the wrong argument.
+		{name: "a channel that does not run, without a chat", call: Call{Channel: "telegram", ChatID: "42"},
+			args:    map[string]any{"content": "x", "channel": "nosuch"},
+			wantErr: "message: no nosuch channel runs on this board"},
+		// A chat nobody can open was reported sent.
+		{name: "a chat the channel refuses", call: Call{Channel: "telegram", ChatID: "42"},
+			args:    map[string]any{"content": "x", "channel": "web", "chat_id": "../../etc"},
+			wantErr: "message: not sent: not a page chat"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := bus.New(4)
 			r := registryOf(NewMessage(MessageOptions{Send: b.PublishOutbound, Channels: func() []string {
 				return []string{"discord", "slack", "telegram", "web"}
+			}, CheckChat: func(channel, chat string) error {
+				if channel == "web" && chat == "../../etc" {
+					return errors.New("not a page chat")
+				}
+				return nil
 			}}))
 			res := r.ExecuteWith(context.Background(), "message", tt.args, tt.call)
 			if tt.wantErr != "" {

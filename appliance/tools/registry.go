@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sort"
 	"strings"
@@ -178,7 +179,11 @@ func (r *Registry) Execute(ctx context.Context, name, argsJSON string) Result {
 	args := Args{}
 	if s := strings.TrimSpace(argsJSON); s != "" && s != "null" {
 		if err := json.Unmarshal([]byte(s), &args); err != nil {
-			return Errorf("arguments for %s are not a JSON object: %v", name, err)
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return Errorf("arguments for %s are not a JSON object: got a JSON %s; send {\"name\": value, ...}", name, te.Value)
+			}
+			return Errorf("arguments for %s are not a JSON object: %s", name, strings.TrimPrefix(err.Error(), "json: "))
 		}
 	}
 	return r.run(ctx, t, args)

@@ -115,8 +115,9 @@ func TestExecute(t *testing.T) {
 		{"integer normalised", "echo", `{"text":"x","times":3.0}`, KindBasic, "xxx", 1},
 		{"unknown tool lists the available ones", "ehco", `{}`, KindError, `unknown tool "ehco"; available tools: echo, other`, 0},
 		{"malformed JSON", "echo", `{"text":`, KindError, "arguments for echo are not a JSON object", 0},
-		{"JSON array", "echo", `["x"]`, KindError, "arguments for echo are not a JSON object", 0},
-		{"JSON string", "echo", `"x"`, KindError, "arguments for echo are not a JSON object", 0},
+		// Said in JSON's words, not Go's ("cannot unmarshal array into Go value of type tools.Args").
+		{"JSON array", "echo", `["x"]`, KindError, `arguments for echo are not a JSON object: got a JSON array; send {"name": value, ...}`, 0},
+		{"JSON string", "echo", `"x"`, KindError, "arguments for echo are not a JSON object: got a JSON string", 0},
 		{"empty arguments miss the required one", "echo", ``, KindError, `echo: missing required argument "text"`, 0},
 		{"null arguments miss the required one", "echo", `null`, KindError, `echo: missing required argument "text"`, 0},
 		{"mistyped argument", "echo", `{"text":"x","times":"2"}`, KindError, `echo: argument "times" must be an integer, got string "2"`, 0},

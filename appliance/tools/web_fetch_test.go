@@ -237,7 +237,7 @@ func TestWebFetchBlocksNonPublicAddresses(t *testing.T) {
 		{v4.URL, "127.0.0.1 is a loopback address"},
 		{v6URL, "::1 is a loopback address"},
 		{"http://localhost:" + port + "/", "is a loopback address"}, // a DNS name resolving to loopback
-		{"http://0.0.0.0:" + port + "/", "0.0.0.0 is a unspecified address"},
+		{"http://0.0.0.0:" + port + "/", "0.0.0.0 is an unspecified address"},
 		{"http://[::ffff:127.0.0.1]:" + port + "/", "127.0.0.1 is a loopback address"},
 		{"http://10.20.30.40:81/", "10.20.30.40 is a private address"},
 		{"http://192.168.1.1/", "192.168.1.1 is a private address"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"syscall"
 )
 
@@ -52,7 +53,11 @@ type blockedError struct {
 }
 
 func (e *blockedError) Error() string {
-	return fmt.Sprintf("%s is a %s address", e.addr, e.reason)
+	article := "a"
+	if strings.IndexByte("aeiou", e.reason[0]) >= 0 {
+		article = "an"
+	}
+	return fmt.Sprintf("%s is %s %s address", e.addr, article, e.reason)
 }
 
 func (e *blockedError) Is(target error) bool { return target == ErrBlockedAddress }
