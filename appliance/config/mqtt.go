@@ -102,6 +102,10 @@ func checkTopicPrefix(p string) error {
 		return fmt.Errorf("%q starts with $, which brokers reserve for themselves", p)
 	case strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//"):
 		return fmt.Errorf("%q has an empty level; write it without leading, trailing or double slashes, e.g. perch/kitchen", p)
+	case strings.TrimSpace(p) != p || strings.Contains(p, " /") || strings.Contains(p, "/ ") || strings.TrimSpace(p) == "":
+		// A space is part of a topic: " homeassistant" is not Home
+		// Assistant's prefix, and nothing there would ever be seen.
+		return fmt.Errorf("%q has a level that starts or ends with a space; remove the spaces", p)
 	case len(p) > 200:
 		return fmt.Errorf("is %d bytes long; keep it under 200", len(p))
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 
@@ -228,6 +229,15 @@ func (l *Link) publishDiscovery(ctx context.Context) error {
 	keep := current
 	for _, topic := range stale {
 		if err := l.publish(ctx, topic, nil, 1, true, nil); err != nil {
+			if errors.Is(err, errRefused) {
+				// Another broker, or a prefix the ACL no longer covers
+				// (mqtt.discovery_prefix changed): trying at every start
+				// kept the board not ready for good over an entity it
+				// can no longer reach.
+				l.clearRefusal(topic)
+				l.log.Warn("an old Home Assistant entity cannot be removed: the broker refuses its topic; delete it in Home Assistant if it is still there", "topic", topic, "err", err)
+				continue
+			}
 			failed = err
 			keep = append(keep, topic) // try again next time
 			continue

@@ -261,3 +261,29 @@ func TestDiscoveryPayloadsAreJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestAnOldEntityTheBrokerRefusesDoesNotKeepTheBoardNotReady: after a
+// change of broker or of mqtt.discovery_prefix, the old discovery topics
+// may be outside what the board may write; their removal is refused once,
+// said in the log, and forgotten. It was tried at every start and kept the
+// board not ready for good.
+func TestAnOldEntityTheBrokerRefusesDoesNotKeepTheBoardNotReady(t *testing.T) {
+	b := startBroker(t, false)
+	mem := &memMemory{topics: []string{"oldprefix/sensor/perch-kitchen/tank_temperature/config"}}
+	l, logs := testLink(t, b.URL(), func(o *Options) { o.Sensors = newTestSensors(t, "kitchen"); o.Memory = mem })
+	waitCheck(t, l, true, wait)
+	deadline := time.Now().Add(wait)
+	for !strings.Contains(logs.String(), "cannot be removed") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "oldprefix/sensor/perch-kitchen/tank_temperature/config") {
+		t.Errorf("the log does not name the old topic:\n%s", logs)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if ok, msg := l.Check(context.Background()); !ok {
+		t.Errorf("not ready over an old entity: %s", msg)
+	}
+	if got, _ := mem.DiscoveryTopics(); strings.Contains(strings.Join(got, " "), "oldprefix") {
+		t.Errorf("the old topic is still remembered: %v", got)
+	}
+}

@@ -113,7 +113,8 @@ const (
 	// the board has answered them; the rest wait on the broker.
 	receiveMaximum = 8
 	// maxQoS0Requests bounds QoS 0 requests in progress, which the broker
-	// does not hold back; more are answered "busy".
+	// does not hold back; more are dropped with a log line (QoS 0 is "at
+	// most once"; QoS 1 requests wait on the broker instead).
 	maxQoS0Requests = 8
 	// maxPacketSize is the largest packet the broker may send the board:
 	// bigger requests are dropped by the broker rather than buffered here.
@@ -321,6 +322,22 @@ func (l *Link) conn() *autopaho.ConnectionManager {
 
 // publish sends one message, waiting for the broker's acknowledgement at
 // QoS 1. A refusal (an ACL) is kept for Check.
+// errRefused marks a publish the broker answered with a failure reason
+// (not authorized, quota, a topic it does not take).
+var errRefused = errors.New("refused by the broker")
+
+// refusedError is a publish the broker refused; it matches errRefused.
+type refusedError struct{ topic, reason string }
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("mqtt: publish to %s refused: %s", e.topic, e.reason)
+}
+
+func (e *refusedError) Is(target error) bool { return target == errRefused }
+
+// maxRefusals bounds the tries of an answer the broker keeps refusing.
+const maxRefusals = 3
+
 func (l *Link) publish(ctx context.Context, topic string, payload []byte, qos byte, retain bool, props *paho.PublishProperties) error {
 	cm := l.conn()
 	if cm == nil {
@@ -337,7 +354,7 @@ func (l *Link) publish(ctx context.Context, topic string, payload []byte, qos by
 		return ErrNotConnected
 	case resp != nil && resp.ReasonCode >= 0x80:
 		l.refused("publishing to "+topic, resp.ReasonCode)
-		return fmt.Errorf("mqtt: publish to %s refused: %s", topic, reasonText(resp.ReasonCode))
+		return &refusedError{topic: topic, reason: reasonText(resp.ReasonCode)}
 	}
 	return fmt.Errorf("mqtt: publish to %s: %w", topic, err)
 }

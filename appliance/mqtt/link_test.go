@@ -132,7 +132,9 @@ func TestBrokerRestartBringsTheBoardBack(t *testing.T) {
 	auto := mqtttest.Connect(t, b.URL(), haUser, haPass, prefix+"/agent/response")
 	auto.Publish(t, prefix+"/agent/request", []byte(`{"message":"/help","id":"h"}`), 1, false, nil)
 	got := decode(t, auto.Wait(t, wait, "answer", func(m mqtttest.Message) bool { return m.Topic == prefix+"/agent/response" }))
-	if !strings.Contains(fmt.Sprint(got["error"]), "no agent") {
+	// Without an agent the turn fails; a client nobody vouched for reads
+	// only that it did.
+	if got["id"] != "h" || got["error"] == nil {
 		t.Errorf("answer from a link without agent: %v", got)
 	}
 }

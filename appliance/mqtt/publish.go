@@ -96,7 +96,9 @@ func (l *Link) subscribe(ctx context.Context) error {
 		return ErrNotConnected
 	}
 	subs := []paho.SubscribeOptions{
-		{Topic: l.topics.request, QoS: 1},
+		// A request left retained on the broker is not a new one: it was
+		// answered again at every start.
+		{Topic: l.topics.request, QoS: 1, RetainHandling: 2},
 		{Topic: l.topics.haLive, QoS: 1},
 	}
 	sctx, cancel := context.WithTimeout(ctx, publishTimeout)

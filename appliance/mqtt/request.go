@@ -69,6 +69,12 @@ type outMessage struct {
 func (l *Link) onPublish(pr paho.PublishReceived) (bool, error) {
 	switch pr.Packet.Topic {
 	case l.topics.request:
+		if pr.Packet.Retain {
+			// Brokers that ignore retain handling still mark it: a
+			// retained request is an old one, answered before.
+			l.log.Info("a retained MQTT agent request ignored; clear it with an empty retained message", "topic", pr.Packet.Topic)
+			break
+		}
 		l.accept(pr)
 		return true, nil
 	case l.topics.haLive:
@@ -206,13 +212,24 @@ func (l *Link) serve(r *request) {
 		default:
 			resp.Error = err.Error()
 			resp.Response = "Sorry, I could not answer: " + err.Error()
+			if in.RestrictTools {
+				// Any client of the broker may ask: it learns nothing of
+				// the board's setup (config keys, the provider's address
+				// on the LAN); the owner reads the reason in the log.
+				resp.Error = "the turn failed; the reason is in the gateway's log"
+				resp.Response = "Sorry, I could not answer just now; please try again later."
+			}
 			l.log.Warn("MQTT agent request failed", "session", req.SessionKey, "err", err)
 		}
 	}
 	topic, props := l.topics.response, &paho.PublishProperties{ContentType: "application/json"}
 	if p.Properties != nil {
-		if rt := p.Properties.ResponseTopic; rt != "" && !strings.ContainsAny(rt, "+#") {
-			topic = rt
+		if rt := p.Properties.ResponseTopic; rt != "" {
+			if l.replyTopic(rt) {
+				topic = rt
+			} else {
+				l.log.Info("an MQTT request's response topic is outside this board's; answered on its own", "asked", rt, "topic", topic)
+			}
 		}
 		props.CorrelationData = p.Properties.CorrelationData
 	}
@@ -229,6 +246,19 @@ func (l *Link) serve(r *request) {
 	l.mu.Lock()
 	l.st.answered++
 	l.mu.Unlock()
+}
+
+// replyTopic reports whether a request's MQTT 5 response topic may carry
+// its answer: the board's response topic or one below it. Anything else
+// would have the board publish, under its login, where the asking client
+// may not (Home Assistant's discovery topics, the board's own status), and
+// a topic the broker refuses held the request, and every one after it,
+// for good.
+func (l *Link) replyTopic(t string) bool {
+	if strings.ContainsAny(t, "+#") {
+		return false
+	}
+	return t == l.topics.response || strings.HasPrefix(t, l.topics.response+"/")
 }
 
 // ask runs the turn, waiting while the agent is busy.
@@ -254,9 +284,13 @@ func (l *Link) ask(ctx context.Context, in bus.Inbound) (string, error) {
 }
 
 // deliver publishes an answer at QoS 1, waiting out a reconnection, until
-// the broker acknowledges it or the link stops.
+// the broker acknowledges it or the link stops. An answer the broker
+// refuses (its ACL) maxRefusals times is dropped, and its request
+// acknowledged: retrying it for ever held the request's slot, and the
+// broker sends only so many unacknowledged requests.
 func (l *Link) deliver(ctx context.Context, topic string, payload []byte, props *paho.PublishProperties) bool {
 	wait := time.Second
+	refusals := 0
 	for {
 		cm := l.conn()
 		if cm == nil {
@@ -271,6 +305,12 @@ func (l *Link) deliver(ctx context.Context, topic string, payload []byte, props 
 		}
 		if ctx.Err() != nil {
 			return false
+		}
+		if errors.Is(err, errRefused) {
+			if refusals++; refusals >= maxRefusals {
+				l.log.Warn("MQTT answer dropped: the broker refused it", "topic", topic, "tries", refusals, "err", err)
+				return true
+			}
 		}
 		l.log.Warn("MQTT answer not delivered yet; retrying", "topic", topic, "err", err)
 		t := time.NewTimer(wait)

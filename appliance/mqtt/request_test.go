@@ -231,3 +231,101 @@ func TestSendPublishesMessages(t *testing.T) {
 		t.Errorf("message %v", got)
 	}
 }
+
+// TestAForeignResponseTopicIsNotUsed: a request's MQTT 5 response topic
+// outside the board's agent/response gets the answer on the board's own:
+// a client could otherwise publish, under the board's login, where its
+// own ACL forbids (Home Assistant's discovery, the board's status).
+func TestAForeignResponseTopicIsNotUsed(t *testing.T) {
+	b := startBroker(t, false)
+	agent := &fakeAgent{}
+	l, _ := testLink(t, b.URL(), func(o *Options) { o.Agent = agent.ask })
+	waitCheck(t, l, true, wait)
+	auto := mqtttest.Connect(t, b.URL(), haUser, haPass, "#")
+	for i, rt := range []string{"homeassistant/sensor/evil/x/config", prefix + "/status", prefix + "/agent/responses", "perch/other/agent/request"} {
+		id := fmt.Sprintf("f%d", i)
+		auto.Publish(t, prefix+"/agent/request", []byte(`{"message":"hi","id":"`+id+`"}`), 1, false, &paho.PublishProperties{ResponseTopic: rt})
+		m := auto.Wait(t, wait, "the answer to "+id, func(m mqtttest.Message) bool {
+			return m.Topic != prefix+"/agent/request" && strings.Contains(string(m.Payload), `"id":"`+id+`"`)
+		})
+		if m.Topic != prefix+"/agent/response" {
+			t.Errorf("asked for %s: answered on %s, want %s/agent/response", rt, m.Topic, prefix)
+		}
+	}
+}
+
+// TestARefusedAnswerDoesNotHoldTheRequests: when the broker refuses the
+// board's answers (its ACL), each is dropped after a few tries and its
+// request acknowledged, so later requests are still taken: one refused
+// answer retried for ever held its slot, and after eight such every
+// request went unanswered, across restarts.
+func TestARefusedAnswerDoesNotHoldTheRequests(t *testing.T) {
+	b := mqtttest.Start(t, mqtttest.Options{
+		Users: map[string]string{boardUser: boardPass, haUser: haPass},
+		ACL: `user perch
+topic read perch/kitchen/agent/request
+topic write perch/kitchen/status
+topic write perch/kitchen/sensor/#
+topic write homeassistant/#
+topic read homeassistant/status
+
+user ha
+topic readwrite #
+`,
+	})
+	agent := &fakeAgent{}
+	l, _ := testLink(t, b.URL(), func(o *Options) { o.Agent = agent.ask })
+	auto := mqtttest.Connect(t, b.URL(), haUser, haPass, prefix+"/agent/#")
+	time.Sleep(500 * time.Millisecond) // connected
+	for i := range 12 {
+		auto.Publish(t, prefix+"/agent/request", []byte(fmt.Sprintf(`{"message":"m%d"}`, i)), 1, false, nil)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(agent.asked()) < 12 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := len(agent.asked()); n != 12 {
+		t.Errorf("%d of 12 requests reached the agent; the refused answers held the rest", n)
+	}
+	_ = l
+}
+
+// TestARetainedRequestIsNotAnsweredAtEachStart: a request left retained
+// on the broker was answered again at every start of the board.
+func TestARetainedRequestIsNotAnsweredAtEachStart(t *testing.T) {
+	b := startBroker(t, false)
+	auto := mqtttest.Connect(t, b.URL(), haUser, haPass, prefix+"/agent/response")
+	auto.Publish(t, prefix+"/agent/request", []byte(`{"message":"left retained"}`), 1, true, nil)
+	agent := &fakeAgent{}
+	l, _ := testLink(t, b.URL(), func(o *Options) { o.Agent = agent.ask })
+	waitCheck(t, l, true, wait)
+	auto.Publish(t, prefix+"/agent/request", []byte(`{"message":"a new one"}`), 1, false, nil)
+	auto.Wait(t, wait, "the new request's answer", func(m mqtttest.Message) bool { return strings.Contains(string(m.Payload), "a new one") })
+	for _, in := range agent.asked() {
+		if in.Text == "left retained" {
+			t.Error("the retained request was answered")
+		}
+	}
+}
+
+// TestAFailedTurnTellsARestrictedClientNothingOfTheSetup: any client of
+// the broker may ask; a failure's answer does not show it the provider's
+// address or config keys (the log has them).
+func TestAFailedTurnTellsARestrictedClientNothingOfTheSetup(t *testing.T) {
+	b := startBroker(t, false)
+	l, logs := testLink(t, b.URL(), func(o *Options) {
+		o.Agent = func(context.Context, bus.Inbound) (string, error) {
+			return "", fmt.Errorf(`provider openai: cannot reach the API: Post "http://192.168.1.5:11434/chat/completions"; check providers.openai.api_base`)
+		}
+	})
+	waitCheck(t, l, true, wait)
+	auto := mqtttest.Connect(t, b.URL(), haUser, haPass, prefix+"/agent/response")
+	auto.Publish(t, prefix+"/agent/request", []byte(`{"message":"hi","id":"x"}`), 1, false, nil)
+	m := auto.Wait(t, wait, "the answer", func(m mqtttest.Message) bool { return true })
+	if p := string(m.Payload); strings.Contains(p, "192.168") || strings.Contains(p, "providers.") || !strings.Contains(p, "try again later") {
+		t.Errorf("answer %s", p)
+	}
+	if !strings.Contains(logs.String(), "192.168.1.5") {
+		t.Error("the log lacks the reason")
+	}
+}
