@@ -40,7 +40,7 @@ func TestCronToolOverTheScheduler(t *testing.T) {
 	}
 	for args, want := range map[string]string{
 		`{"action":"remove"}`:                                    "needs job_id",
-		`{"action":"remove","job_id":"nope"}`:                    "no such job",
+		`{"action":"remove","job_id":"nope"}`:                    `no job "nope"; use action list to see the ids`,
 		`{"action":"add","message":"x"}`:                         "exactly one of",
 		`{"action":"add","message":"x","every_seconds":5}`:       "at least 10",
 		`{"action":"add","message":"x","cron_expr":"* * *"}`:     "five fields",

@@ -557,3 +557,30 @@ func TestAnEmptyAnswerIsExplained(t *testing.T) {
 		}
 	}
 }
+
+// TestTheSameMessageAgainIsNotStoredTwice: after a turn that failed (or
+// was cancelled, or a request the broker delivered again after a restart)
+// the same message sent again is asked once more without a second copy:
+// the history read the question twice in a row.
+func TestTheSameMessageAgainIsNotStoredTwice(t *testing.T) {
+	f := newFixture(t, nil)
+	f.fake.Enqueue(providertest.Reply{Status: 400, ErrorMessage: "bad"})
+	if _, err := f.loop.Process(context.Background(), in("again", "is the door shut?")); err == nil {
+		t.Fatal("the first turn did not fail")
+	}
+	rep, err := f.loop.Process(context.Background(), in("again", "is the door shut?"))
+	if err != nil || rep.Text != "echo: is the door shut?" {
+		t.Fatalf("the retry: %+v, %v", rep, err)
+	}
+	h, _ := f.db.History("again")
+	var roles []string
+	for _, m := range h {
+		roles = append(roles, m.Role+":"+m.Content)
+	}
+	if got := strings.Join(roles, " | "); got != "user:is the door shut? | assistant:echo: is the door shut?" {
+		t.Errorf("history %s", got)
+	}
+	if msgs := f.fake.Requests()[len(f.fake.Requests())-1].Body.Messages; len(msgs) != 2 {
+		t.Errorf("the retry sent %d messages, want the system prompt and the question once", len(msgs))
+	}
+}

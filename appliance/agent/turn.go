@@ -57,8 +57,11 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	}
 	user := chat.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
 	var uc *userCommit
-	if n := len(hist); in.Metadata[bus.MetaReplay] != "" && n > 0 && hist[n-1].Role == "user" && hist[n-1].Content == user.Content {
-		// The interrupted run stored this message already: ask again
+	if n := len(hist); n > 0 && hist[n-1].Role == "user" && hist[n-1].Content == user.Content {
+		// The same message, still unanswered, is the history's last: an
+		// interrupted run stored it (a replay, a request the broker
+		// delivers again after a restart), or the person sends it again
+		// after a failure or a cancel, as the page suggests. Ask again
 		// without a second copy in the history.
 		hist = hist[:n-1]
 		uc = committedUser()

@@ -318,7 +318,9 @@ func (h *Hub) Stopped(out bus.Outbound, err error) {
 		return
 	}
 	h.stopTyping(out.InboxID)
-	h.unhold(out.InboxID)
+	// The entry is settled before the hold ends: in between, the sweeper
+	// would find the reply unheld and send it a second time.
+	defer h.unhold(out.InboxID)
 	if err == nil {
 		h.clear(out.InboxID)
 		return
@@ -338,7 +340,8 @@ func (h *Hub) Settle(out bus.Outbound, err error) {
 		return
 	}
 	h.stopTyping(out.InboxID)
-	h.unhold(out.InboxID)
+	// Settled before the hold ends (see Stopped).
+	defer h.unhold(out.InboxID)
 	switch {
 	case err == nil:
 		h.clear(out.InboxID)
@@ -692,19 +695,35 @@ func (h *Hub) sweepOnce() bool {
 			pending = true
 			continue
 		}
+		// The sweeper holds the entry while it sends, as a sender does,
+		// and reads it again: the list is a snapshot, and a sender may
+		// have delivered and cleared the reply since.
 		h.mu.Lock()
 		held := h.sending[it.id]
+		if !held {
+			h.sending[it.id] = true
+		}
 		h.mu.Unlock()
 		if held {
 			blocked[key] = true
 			continue // its sender is on it
 		}
+		fresh, ok := h.load(it.id)
+		if !ok || fresh.Reply == nil {
+			h.unhold(it.id)
+			continue
+		}
+		it.e = fresh
+		out = *fresh.Reply
+		out.InboxID = it.id
 		if now.Sub(it.e.Created) > h.o.ReplyRetryFor {
 			h.log.Warn("a reply the platform did not take for a day is dropped", "channel", out.Channel, "chat", out.ChatID)
 			h.clear(it.id)
+			h.unhold(it.id)
 			continue
 		}
 		if now.Before(it.e.NotBefore) {
+			h.unhold(it.id)
 			blocked[key] = true
 			pending = true
 			continue
@@ -713,13 +732,15 @@ func (h *Hub) sweepOnce() bool {
 		err := send(ctx, out)
 		cancel()
 		if h.ctx.Err() != nil {
+			h.unhold(it.id)
 			return true
 		}
 		if err == nil || (KindOf(err) != Transient && KindOf(err) != RateLimited) {
-			h.Settle(out, err)
+			h.Settle(out, err) // ends the hold
 			continue
 		}
 		h.keepReply(out, err)
+		h.unhold(it.id)
 		blocked[key] = true
 		pending = true
 	}

@@ -826,6 +826,9 @@ func TestAChatReadsItsRepliesInOrder(t *testing.T) {
 	if got := strings.Join(ch.texts(), "|"); got != "C to 6|A to 5|B to 5" {
 		t.Errorf("sent %q; want chat 5's replies in order after the wait", got)
 	}
+	for r.inboxLen() != 0 && time.Now().Before(deadline.Add(10*time.Second)) {
+		time.Sleep(10 * time.Millisecond) // the last send is settled just after it
+	}
 	if n := r.inboxLen(); n != 0 {
 		t.Errorf("inbox holds %d", n)
 	}

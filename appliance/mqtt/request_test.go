@@ -299,8 +299,19 @@ func TestARetainedRequestIsNotAnsweredAtEachStart(t *testing.T) {
 	agent := &fakeAgent{}
 	l, _ := testLink(t, b.URL(), func(o *Options) { o.Agent = agent.ask })
 	waitCheck(t, l, true, wait)
-	auto.Publish(t, prefix+"/agent/request", []byte(`{"message":"a new one"}`), 1, false, nil)
-	auto.Wait(t, wait, "the new request's answer", func(m mqtttest.Message) bool { return strings.Contains(string(m.Payload), "a new one") })
+	// The check may pass before the subscription is made: ask until a new
+	// request is answered.
+	deadline := time.Now().Add(wait)
+	for answered := false; !answered; {
+		if time.Now().After(deadline) {
+			t.Fatal("no new request was answered")
+		}
+		auto.Publish(t, prefix+"/agent/request", []byte(`{"message":"a new one"}`), 1, false, nil)
+		time.Sleep(300 * time.Millisecond)
+		for _, m := range auto.Messages(prefix + "/agent/response") {
+			answered = answered || strings.Contains(string(m.Payload), "a new one")
+		}
+	}
 	for _, in := range agent.asked() {
 		if in.Text == "left retained" {
 			t.Error("the retained request was answered")

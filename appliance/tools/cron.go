@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -102,6 +103,10 @@ func NewCron(jobs api.Jobs, target func() (channel, chatID string)) Tool {
 					_, err = jobs.SetEnabled(ctx, id, true)
 				default:
 					_, err = jobs.SetEnabled(ctx, id, false)
+				}
+				if errors.Is(err, api.ErrNoJob) {
+					// The scheduler's message points a person at the CLI.
+					return Errorf("cron %s: no job %q; use action list to see the ids", a.String("action"), id)
 				}
 				if err != nil {
 					return Errorf("cron %s: %v", a.String("action"), err)

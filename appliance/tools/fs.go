@@ -109,7 +109,7 @@ func NewFS(opts FSOptions) []Tool {
 		},
 		Func{
 			ToolName:        "list_dir",
-			ToolDescription: "List a directory: one line per entry, \"DIR name\" or \"FILE name (size)\". " + scope + " Use \".\" for the workspace itself.",
+			ToolDescription: "List a directory: one line per entry, \"DIR name\", \"FILE name (size)\", \"LINK name (why not usable)\" or \"OTHER name (kind)\". " + scope + " Use \".\" for the workspace itself.",
 			Params: Object(map[string]*Property{
 				"path": String("Directory path, relative to the workspace; \".\" is the workspace."),
 			}, "path"),
@@ -682,7 +682,24 @@ func (w *workspace) entryLine(fsys files, name string, e fs.DirEntry) string {
 	if fi.IsDir() {
 		return "DIR " + e.Name()
 	}
+	if !fi.Mode().IsRegular() {
+		// A pipe, socket or device: read_file refuses it, so it is not
+		// listed as a file of 0 bytes to read.
+		return "OTHER " + e.Name() + " (" + specialKind(fi.Mode()) + ", not readable as a file)"
+	}
 	return fmt.Sprintf("FILE %s (%s)", e.Name(), formatSize(fi.Size()))
+}
+
+func specialKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // formatSize prints exact bytes for small files and one decimal above, which

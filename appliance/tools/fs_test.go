@@ -507,6 +507,8 @@ func TestListDir(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(fx.ws, "big.bin"), make([]byte, 20<<10), 0o644))
 	must(t, os.Symlink("nowhere", filepath.Join(fx.ws, "broken")))
 	must(t, os.Mkdir(filepath.Join(fx.ws, "empty"), 0o755))
+	// A pipe read as a file of 0 bytes sent the model to read it.
+	must(t, syscall.Mkfifo(filepath.Join(fx.ws, "fifo"), 0o600))
 	res := fx.run(t, "list_dir", map[string]any{"path": "."})
 	wantOK(t, res)
 	want := strings.Join([]string{
@@ -514,6 +516,7 @@ func TestListDir(t *testing.T) {
 		"LINK broken (broken link)",
 		"LINK dir-out (points outside the workspace; not usable)",
 		"DIR empty",
+		"OTHER fifo (named pipe, not readable as a file)",
 		"FILE inner.txt (6 bytes)",
 		"LINK link-abs (points outside the workspace; not usable)",
 		"FILE link-in (6 bytes)",

@@ -39,6 +39,11 @@ type WebFetchOptions struct {
 // DefaultMaxChars is web_fetch's maxChars when the model gives none.
 const DefaultMaxChars = 50000
 
+// MaxChars is the most maxChars may ask for: a tool result is cut at
+// MaxResultBytes anyway, and a larger maxChars was cut there silently,
+// with a note counting bytes instead of characters.
+const MaxChars = 60000
+
 // maxIndentJSON is the largest JSON body that is pretty-printed; a larger
 // one is shown as sent, since indenting would double it in memory.
 const maxIndentJSON = 1 << 20
@@ -74,7 +79,7 @@ func NewWebFetch(opts WebFetchOptions) Tool {
 			"Long pages are cut at maxChars characters with a note.",
 		Params: Object(map[string]*Property{
 			"url":      String("The http or https URL to fetch."),
-			"maxChars": {Type: "integer", Description: "Most characters of page text to return; default 50000.", Minimum: Bound(100), Default: DefaultMaxChars},
+			"maxChars": {Type: "integer", Description: "Most characters of page text to return; default 50000, at most 60000.", Minimum: Bound(100), Default: DefaultMaxChars},
 		}, "url"),
 		Run: f.run,
 	}
@@ -129,7 +134,7 @@ func fetchClient(opts WebFetchOptions, guard dialGuard) *http.Client {
 
 func (f *webFetch) run(ctx context.Context, args Args) Result {
 	raw := strings.TrimSpace(args.String("url"))
-	maxChars := int(args.Int("maxChars", DefaultMaxChars))
+	maxChars := min(int(args.Int("maxChars", DefaultMaxChars)), MaxChars)
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		hint := ""

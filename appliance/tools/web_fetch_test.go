@@ -128,6 +128,9 @@ func TestWebFetchContentTypes(t *testing.T) {
 			wantErr: []string{"answered HTTP 404 Not Found"}},
 		{name: "maxChars cuts the text", handler: serve("text/plain", []byte(strings.Repeat("é", 1000))), extraArgs: `,"maxChars":100`,
 			want: "URL: {URL}\nContent-Type: text/plain\n\n" + strings.Repeat("é", 100) + "\n\n[truncated: first 100 of 1000 characters shown (maxChars=100)]"},
+		// Past MaxChars the result's own cap would cut it without saying so.
+		{name: "maxChars is at most MaxChars", handler: serve("text/plain", []byte(strings.Repeat("a", 70000))), extraArgs: `,"maxChars":10000000`,
+			want: "URL: {URL}\nContent-Type: text/plain\n\n" + strings.Repeat("a", MaxChars) + "\n\n[truncated: first 60000 of 70000 characters shown (maxChars=60000)]"},
 		{name: "maxChars on HTML text", handler: serve("text/html", []byte("<p>"+strings.Repeat("word ", 100)+"</p>")), extraArgs: `,"maxChars":100`,
 			want: "URL: {URL}\nContent-Type: text/html\n\n" + strings.TrimSpace(strings.Repeat("word ", 20)) + "\n\n[truncated: first 99 of 499 characters shown (maxChars=100)]"},
 		{name: "size cap while reading", handler: serve("text/plain", []byte(strings.Repeat("x", 5000))), opts: WebFetchOptions{MaxBytes: 1000},
