@@ -24,6 +24,11 @@ type record struct {
 	// a run missed while the gateway was stopped is made up. Jobs stored
 	// before it existed keep the rhythm of their last run.
 	Since *time.Time `json:"since,omitempty"`
+	// Started is when the run in progress began, written before the run
+	// and cleared with its result. Found set at start, it is a run that
+	// a power cut or a kill ended without a result: it may have sent its
+	// message or run its command already, so it is not run again.
+	Started *time.Time `json:"started,omitempty"`
 }
 
 // rhythm is where j's runs are counted from: its Since, else its last run,

@@ -127,6 +127,9 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	now := time.Now()
 	for _, j := range jobs {
+		if j.Started != nil {
+			j = s.interruptedLocked(j)
+		}
 		if !j.Enabled {
 			continue
 		}
@@ -248,10 +251,35 @@ func (s *Service) scheduleLocked(j record) error {
 	return nil
 }
 
+// interruptedText is the result of a run that the gateway's end cut off
+// without a clean stop.
+const interruptedText = "error: interrupted: the gateway stopped without a clean stop (power cut or kill) while this run was in progress; it was not run again, as it may have sent its message or run its command already"
+
+// interruptedLocked records j's run that began before the gateway last
+// ended without a clean stop, and returns j as recorded. Such a run is
+// not repeated, as a systemd timer's is not: it may have delivered its
+// message, run its command or used tools before the power went, and twice
+// can be worse than once missed (a relay switched twice, a reminder sent
+// twice). The job goes on with its next run; a one-time job is over. A
+// graceful stop never leaves this: it cancels the run and records it.
+func (s *Service) interruptedLocked(j record) record {
+	s.log.Warn("cron job was running when the gateway last stopped without a clean stop; not run again", "job", j.ID,
+		"started", j.Started.UTC().Format(time.RFC3339))
+	t := j.Started.UTC().Truncate(time.Second)
+	j.LastRun, j.LastResult, j.LastFailed, j.Started = &t, interruptedText, true, nil
+	if j.Schedule.AtSeconds != nil {
+		j.Enabled, j.NextRun = false, nil
+	}
+	if err := s.opts.Store.Put(store.BucketCron, j.ID, j); err != nil {
+		s.log.Error("recording an interrupted cron run failed", "job", j.ID, "err", err)
+	}
+	return j
+}
+
 // fire runs job id and records the outcome.
 func (s *Service) fire(id string) {
 	var j record
-	if err := s.opts.Store.Get(store.BucketCron, id, &j); err != nil || !j.Enabled {
+	if !s.begin(id, &j) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.JobTimeout)
@@ -276,7 +304,7 @@ func (s *Service) fire(id string) {
 	if err := s.opts.Store.Get(store.BucketCron, id, &cur); err != nil {
 		return
 	}
-	cur.LastRun, cur.LastResult, cur.LastFailed = &now, result, err != nil
+	cur.LastRun, cur.LastResult, cur.LastFailed, cur.Started = &now, result, err != nil, nil
 	if cur.Schedule.AtSeconds != nil {
 		cur.Enabled, cur.NextRun = false, nil
 		if e, ok := s.entries[id]; ok && s.cron != nil {
@@ -290,6 +318,25 @@ func (s *Service) fire(id string) {
 		s.log.Error("recording cron run failed", "job", id, "err", err)
 	}
 	s.changed()
+}
+
+// begin reads job id into j and, when it is enabled, marks its run
+// begun in the store, so a run cut off by a power cut is known at the
+// next start and not repeated (interruptedLocked). When the mark cannot
+// be written the job still runs: the database's trouble is logged, and a
+// run missed is worse than one that may repeat.
+func (s *Service) begin(id string, j *record) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.opts.Store.Get(store.BucketCron, id, j); err != nil || !j.Enabled {
+		return false
+	}
+	now := time.Now().UTC()
+	j.Started = &now
+	if err := s.opts.Store.Put(store.BucketCron, id, *j); err != nil {
+		s.log.Error("cron job: marking its run begun failed; running it anyway", "job", id, "err", err)
+	}
+	return true
 }
 
 func (s *Service) changed() {

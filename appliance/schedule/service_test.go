@@ -684,3 +684,80 @@ func TestStrangersRemindersAreBounded(t *testing.T) {
 		t.Errorf("an automation's: %v", err)
 	}
 }
+
+// A run is marked begun in the store before it runs, and the mark goes
+// with its result: a power cut in between leaves the mark for the next
+// start to find.
+func TestRunIsMarkedBegunWhileItRuns(t *testing.T) {
+	db := storetest.Open(t)
+	seen := make(chan *time.Time, 1)
+	run := func(_ context.Context, j api.Job) (string, error) {
+		var r record
+		if err := db.Get(store.BucketCron, j.ID, &r); err != nil {
+			t.Error(err)
+		}
+		seen <- r.Started
+		return "ok", nil
+	}
+	s := newService(t, db, run)
+	start(t, s)
+	before := time.Now().UTC().Add(-time.Millisecond)
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started := <-seen; started == nil || started.Before(before) {
+		t.Fatalf("during the run the stored record's started = %v, want the run's beginning", started)
+	}
+	waitJob(t, s, j.ID, ran)
+	var r record
+	if err := db.Get(store.BucketCron, j.ID, &r); err != nil || r.Started != nil {
+		t.Errorf("after the run: started = %v (%v), want it cleared with the result", r.Started, err)
+	}
+}
+
+// A run that a power cut or a kill ended (its begun mark still stored) is
+// not run again at the next start, one-time or recurring: it may have sent
+// its message or switched something already. It is recorded as
+// interrupted; a recurring job goes on with its rhythm.
+func TestInterruptedRunIsNotRepeated(t *testing.T) {
+	db := storetest.Open(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	due := now.Add(-30 * time.Second)
+	began := due.Add(200 * time.Millisecond)
+	once := record{Job: api.Job{ID: "0000a0a0", JobSpec: api.JobSpec{Message: "take the pills", Schedule: api.Schedule{AtSeconds: i64(60)}},
+		Enabled: true}, Created: due.Add(-time.Minute), At: &due, Started: &began}
+	since := now.Add(-90 * time.Second)
+	every := record{Job: api.Job{ID: "0000b1b1", JobSpec: api.JobSpec{Message: "water", Schedule: api.Schedule{EverySeconds: i64(60)}},
+		Enabled: true}, Created: since, Since: &since, Started: &began}
+	// The control: a one-time job that was due and never began runs late.
+	never := record{Job: api.Job{ID: "0000c2c2", JobSpec: api.JobSpec{Message: "late", Schedule: api.Schedule{AtSeconds: i64(60)}},
+		Enabled: true}, Created: due.Add(-time.Hour), At: &due}
+	for _, r := range []record{once, every, never} {
+		if err := db.Put(store.BucketCron, r.ID, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newRecorder()
+	s := newService(t, db, rec.run)
+	start(t, s)
+	waitJob(t, s, never.ID, ran)
+	if (<-rec.fire).Message != "late" || rec.count() != 1 {
+		t.Fatalf("%d runs at start, want only the job that never began", rec.count())
+	}
+	for _, id := range []string{once.ID, every.ID} {
+		var r record
+		if err := db.Get(store.BucketCron, id, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Started != nil || r.LastResult != interruptedText || !r.LastFailed || r.LastRun == nil || !r.LastRun.Equal(began.Truncate(time.Second)) {
+			t.Errorf("job %s after the start: started %v, last_run %v, failed %v, result %q; want the interrupted run recorded", id, r.Started, r.LastRun, r.LastFailed, r.LastResult)
+		}
+	}
+	if j, _ := find(t, s, once.ID); j.Enabled || j.NextRun != nil {
+		t.Errorf("the interrupted one-time job: enabled %v, next_run %v; want it over", j.Enabled, j.NextRun)
+	}
+	if j, _ := find(t, s, every.ID); j.NextRun == nil || !j.NextRun.Equal(since.Add(120*time.Second)) {
+		t.Errorf("the interrupted recurring job: next_run %v, want %v (its rhythm)", j.NextRun, since.Add(120*time.Second))
+	}
+}

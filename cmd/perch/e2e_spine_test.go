@@ -813,3 +813,55 @@ func TestAgentInteractive(t *testing.T) {
 		t.Errorf("after /new the model saw %+v", h.Fake.Requests()[1].Body.Messages)
 	}
 }
+
+// TestCronRunCutOffByAKillIsNotRepeated: a job's command runs, the
+// gateway is killed mid-run (a power cut), and the next start does not run
+// the command a second time; the job lists the run as interrupted.
+func TestCronRunCutOffByAKillIsNotRepeated(t *testing.T) {
+	h := NewHome(t, nil)
+	g := h.Start()
+	marks := filepath.Join(h.Workspace(), "runs.txt")
+	status, body := g.Do("POST", "/admin/cron", map[string]any{"message": "pump", "command": "echo ran >> runs.txt; sleep 5", "schedule": map[string]any{"at_seconds": 0}})
+	if status != 200 && status != 201 {
+		t.Fatalf("cron add = %d %v", status, body)
+	}
+	id, _ := body["id"].(string)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, _ := os.ReadFile(marks); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's command never ran\n%s", g.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	g.Signal(syscall.SIGKILL)
+	g.Wait(10 * time.Second)
+	g = h.Start()
+	// A repeated run would begin right after the start.
+	time.Sleep(1500 * time.Millisecond)
+	if b, _ := os.ReadFile(marks); string(b) != "ran\n" {
+		t.Errorf("the command ran %d times in all, want once:\n%s", strings.Count(string(b), "ran"), g.Stderr())
+	}
+	_, raw := g.DoRaw("GET", "/admin/cron", nil, true)
+	var jobs []map[string]any
+	if err := json.Unmarshal(raw, &jobs); err != nil {
+		t.Fatalf("GET /admin/cron: %v: %s", err, raw)
+	}
+	found := false
+	for _, j := range jobs {
+		if j["id"] == id {
+			found = true
+			if j["last_failed"] != true || j["enabled"] != false || !strings.Contains(fmt.Sprint(j["last_result"]), "interrupted") {
+				t.Errorf("the job after the restart: %v; want it over and its run listed as interrupted", j)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("job %s not listed: %s", id, raw)
+	}
+	if !strings.Contains(g.Stderr(), "not run again") {
+		t.Errorf("the start did not log the interrupted run:\n%s", g.Stderr())
+	}
+}
