@@ -502,9 +502,11 @@ func waitStats(t *testing.T, l *agent.Loop, cond func(agent.Stats) bool) {
 
 // TestLastActiveIsATrustedOneToOneChat: device notices and heartbeat
 // results go where the owner spoke last, never to a group (its members
-// would read them) nor to a sender a channel open to anyone let in; after
-// a restart, sessions of channels the caller rules out are passed over.
-// A heartbeat went to a stranger who had written after the owner.
+// would read them) nor to a sender a channel open to anyone let in. The
+// chat is kept in the store: after a restart it is the same, however
+// newer a group's or a stranger's session is. A heartbeat went to a
+// stranger who had written after the owner, and after a restart to a
+// group whose session was the newest.
 func TestLastActiveIsATrustedOneToOneChat(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := context.Background()
@@ -514,24 +516,78 @@ func TestLastActiveIsATrustedOneToOneChat(t *testing.T) {
 	if ch, chat := f.loop.LastActive(nil); ch != "telegram" || chat != "9" {
 		t.Errorf("last active %s:%s, want the owner's telegram:9", ch, chat)
 	}
+	if err := f.loop.Stop(ctx); err != nil { // waits for the chat's write
+		t.Fatal(err)
+	}
 
-	// After a restart: the newest session is the stranger's.
+	// After a restart: the newest sessions are the stranger's and the group's.
 	msgs := []chat.Message{{Role: chat.RoleUser, Content: "hi"}, {Role: chat.RoleAssistant, Content: "hello"}}
-	if err := f.db.Append("telegram:9", msgs, chat.Usage{}, 100, "telegram", "9"); err != nil {
+	for _, r := range [][2]string{{"telegram", "9"}, {"line", "Ustranger"}, {"telegram", "-100"}} {
+		time.Sleep(5 * time.Millisecond)
+		if err := f.db.Append(r[0]+":"+r[1], msgs, chat.Usage{}, 100, r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart := func() *agent.Loop {
+		return agent.New(agent.Options{Store: f.db, Tools: f.reg, Bus: f.bus, Workspace: t.TempDir(), Log: slog.New(slog.DiscardHandler)})
+	}
+	if ch, chat := restart().LastActive(nil); ch != "telegram" || chat != "9" {
+		t.Errorf("after a restart: last active %s:%s, want the kept telegram:9 (the group's session is newer)", ch, chat)
+	}
+	// Its channel opened to anyone since: nobody, so the page.
+	if ch, chat := restart().LastActive(func(ch string) bool { return ch == "telegram" }); ch != "" {
+		t.Errorf("after a restart with telegram now open to anyone: last active %s:%s, want none", ch, chat)
+	}
+
+	// A database from before the chat was kept: the newest session of a
+	// channel not ruled out.
+	if err := f.db.Delete(store.BucketMeta, "notice_route"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond)
-	if err := f.db.Append("line:Ustranger", msgs, chat.Usage{}, 100, "line", "Ustranger"); err != nil {
+	if ch, chat := restart().LastActive(func(ch string) bool { return ch == "line" }); ch != "telegram" || chat != "-100" {
+		t.Errorf("without a kept chat, line ruled out: last active %s:%s, want the newest other session", ch, chat)
+	}
+	if ch, _ := restart().LastActive(nil); ch != "telegram" {
+		t.Errorf("with nothing ruled out, the newest session is telegram's; got %q", ch)
+	}
+}
+
+// TestTheKeptChatFollowsTheOwner: the chat kept for notices is the last
+// trusted one-to-one chat, written beside the turns, and one that spoke
+// again after a restart is not written again.
+func TestTheKeptChatFollowsTheOwner(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	for _, id := range []string{"1", "2", "3", "2"} {
+		f.loop.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: id, Text: "/help"})
+	}
+	if err := f.loop.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	open := func(ch string) bool { return ch == "line" }
-	restarted := agent.New(agent.Options{Store: f.db, Tools: f.reg, Bus: f.bus, Workspace: t.TempDir(), Log: slog.New(slog.DiscardHandler)})
-	if ch, chat := restarted.LastActive(open); ch != "telegram" || chat != "9" {
-		t.Errorf("after a restart: last active %s:%s, want telegram:9 (line is open to anyone)", ch, chat)
+	var kept [2]string
+	if err := f.db.Get(store.BucketMeta, "notice_route", &kept); err != nil || kept != [2]string{"telegram", "2"} {
+		t.Fatalf("kept %v (%v), want telegram:2", kept, err)
 	}
+	// The same chat first after a restart: nothing to write, seen by
+	// removing the key under it.
 	again := agent.New(agent.Options{Store: f.db, Tools: f.reg, Bus: f.bus, Workspace: t.TempDir(), Log: slog.New(slog.DiscardHandler)})
-	if ch, _ := again.LastActive(nil); ch != "line" {
-		t.Errorf("with nothing ruled out, the newest session is line's; got %q", ch)
+	if ch, chat := again.LastActive(nil); ch != "telegram" || chat != "2" {
+		t.Fatalf("after the restart: %s:%s", ch, chat)
+	}
+	if err := f.db.Delete(store.BucketMeta, "notice_route"); err != nil {
+		t.Fatal(err)
+	}
+	again.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "2", Text: "/help"})
+	time.Sleep(20 * time.Millisecond)
+	if err := f.db.Get(store.BucketMeta, "notice_route", &kept); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the same chat again after a restart was written: %v (%v)", kept, err)
+	}
+	again.Process(ctx, bus.Inbound{Channel: "slack", ChatID: "D1", Text: "/help"})
+	if err := again.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.Get(store.BucketMeta, "notice_route", &kept); err != nil || kept != [2]string{"slack", "D1"} {
+		t.Fatalf("kept %v (%v), want slack:D1", kept, err)
 	}
 }
 
