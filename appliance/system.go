@@ -350,6 +350,7 @@ func (s *System) addChannels() error {
 			Section: sec, Bus: s.Bus, Store: s.Store, Log: s.Log.With("channel", sec.Name), Workspace: s.Cfg.WorkspaceDir(),
 			Hub: s.Channels.Hub(), Routes: &s.webhooks, GatewayHost: s.Cfg.Gateway.Host, GatewayPort: s.Cfg.Gateway.Port,
 			TurnTimeout: time.Duration(s.Cfg.Agents.Defaults.TurnTimeoutSeconds) * time.Second,
+			IsCommand:   s.Agent.IsChatCommand,
 		})
 		if err != nil {
 			return fmt.Errorf("channel %s: %w; fix the channels.%s section of the config", sec.Name, err, sec.Name)

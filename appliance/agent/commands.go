@@ -44,6 +44,18 @@ func (l *Loop) command(text string) (ChatCommand, string, bool) {
 	return c, strings.TrimSpace(args), ok
 }
 
+// IsChatCommand reports whether name, with or without its slash, is a
+// registered chat command.
+func (l *Loop) IsChatCommand(name string) bool {
+	if !strings.HasPrefix(name, "/") {
+		name = "/" + name
+	}
+	l.cmdMu.RLock()
+	defer l.cmdMu.RUnlock()
+	_, ok := l.commands[strings.ToLower(name)]
+	return ok
+}
+
 // ChatCommands lists the registered chat commands, sorted.
 func (l *Loop) ChatCommands() []ChatCommand {
 	l.cmdMu.RLock()

@@ -48,6 +48,10 @@ type Deps struct {
 	// TurnTimeout is how long the agent may work on a message
 	// (agents.defaults.turn_timeout_seconds); 0: unknown.
 	TurnTimeout time.Duration
+	// IsCommand reports whether name ("status", no slash) is one of the
+	// agent's chat commands, for a platform that reaches them some other
+	// way than by a message starting with "/"; nil knows none.
+	IsCommand func(name string) bool
 }
 
 // Routes registers HTTP routes on the gateway's listener.

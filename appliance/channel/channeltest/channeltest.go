@@ -139,7 +139,7 @@ const turnTimeout = 20 * time.Second
 // Deps are the channel.Deps of a platform with section sec.
 func (e *Env) Deps(sec config.ChannelSection) channel.Deps {
 	return channel.Deps{Section: sec, Bus: e.Bus, Store: e.Store, Log: e.Log.With("channel", sec.Name), Workspace: e.Workspace, Hub: e.Hub,
-		TurnTimeout: turnTimeout}
+		TurnTimeout: turnTimeout, IsCommand: e.Agent.IsChatCommand}
 }
 
 // Start registers the channels and starts them, the dispatcher and the

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perchhq/perch/appliance/agent"
+	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/config"
 )
@@ -165,15 +167,24 @@ func TestSlashCommands(t *testing.T) {
 	if p := waitPosted(t, f, 4)[3]; !contains(p.Text, "tools") {
 		t.Errorf("/tools answered %+v", p)
 	}
+	// A command the gateway adds to the agent (as /sensors and /cron are)
+	// is one too: the channel asks the agent, it keeps no list of its own.
+	h.env.Agent.RegisterChatCommand(agent.ChatCommand{Name: "/ping", Help: "answer pong", Run: func(_ context.Context, _ bus.Inbound, args string) (string, error) {
+		return "pong " + args, nil
+	}})
+	f.SlashCommand("/perch", "ping twice", "D1", "U1")
+	if p := waitPosted(t, f, 5)[4]; p.Text != "pong twice" {
+		t.Errorf("/perch ping answered %+v", p)
+	}
 	// Bob is not on allow_from: a pairing answer, nothing reaches the model.
 	f.SlashCommand("/perch", "run this", "D2", "U2")
-	if p := waitPosted(t, f, 5)[4]; p.Channel != "D2" || !contains(p.Text, "perch channels approve") {
+	if p := waitPosted(t, f, 6)[5]; p.Channel != "D2" || !contains(p.Text, "perch channels approve") {
 		t.Errorf("a stranger's slash command answered %+v", p)
 	}
-	waitFor(t, "the acknowledgements", func() bool { return f.Unacked() == 0 && f.Stats().Acks == 5 })
+	waitFor(t, "the acknowledgements", func() bool { return f.Unacked() == 0 && f.Stats().Acks == 6 })
 	time.Sleep(400 * time.Millisecond)
-	if st := f.Stats(); st.Retries != 0 || st.Acks != 5 || len(f.Posted()) != 5 {
-		t.Errorf("retries %d, acks %d, posts %d; want five of each and no redelivery", st.Retries, st.Acks, len(f.Posted()))
+	if st := f.Stats(); st.Retries != 0 || st.Acks != 6 || len(f.Posted()) != 6 {
+		t.Errorf("retries %d, acks %d, posts %d; want six of each and no redelivery", st.Retries, st.Acks, len(f.Posted()))
 	}
 	if n := h.env.Provider.Calls(); n != 1 {
 		t.Errorf("the model was called %d times; want once, for the question", n)

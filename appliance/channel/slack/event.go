@@ -36,16 +36,12 @@ type slashPayload struct {
 	TriggerID string `json:"trigger_id"`
 }
 
-// chatCommands are the gateway's offline chat commands: "/perch status"
-// is /status. Slack's client takes a message that starts with "/" for one
-// of its own commands ("/help is not a valid command"), so on Slack they
-// are reached through the app's slash command.
-var chatCommands = map[string]bool{"help": true, "new": true, "status": true, "tools": true,
-	"models": true, "sensors": true, "devices": true, "cron": true}
-
 // slash turns a slash command into a message to the bot: the app's own
 // command (/perch) carries a chat command's name or a question, a chat
 // command registered as a slash command of its own (/status) itself.
+// Slack's client takes a message that starts with "/" for one of its own
+// commands ("/help is not a valid command"), so on Slack the agent's chat
+// commands are reached this way: "/perch status" is /status.
 func (c *Channel) slash(ctx context.Context, s slashPayload) (channel.Message, bool) {
 	if s.UserID == "" || s.ChannelID == "" || s.TriggerID == "" {
 		return channel.Message{}, false
@@ -54,11 +50,11 @@ func (c *Channel) slash(ctx context.Context, s slashPayload) (channel.Message, b
 	args := strings.TrimSpace(s.Text)
 	var text string
 	switch first, _, _ := strings.Cut(args, " "); {
-	case chatCommands[name]:
+	case c.isCommand(name):
 		text = strings.TrimSpace("/" + name + " " + args)
 	case args == "":
 		text = "/help"
-	case chatCommands[strings.ToLower(strings.TrimPrefix(first, "/"))]:
+	case c.isCommand(strings.TrimPrefix(first, "/")):
 		text = "/" + strings.TrimPrefix(args, "/")
 	default:
 		text = plainIncoming(args)

@@ -83,6 +83,8 @@ type Channel struct {
 	format channel.Format
 	sender *channel.Sender
 	users  *userCache
+	// isCommand names the agent's chat commands (/perch status).
+	isCommand func(name string) bool
 
 	mu      sync.Mutex
 	bot     botIdentity
@@ -116,6 +118,10 @@ func newChannel(d channel.Deps, o options) (*Channel, error) {
 	c := &Channel{
 		http: hc, base: base, botTok: s.BotToken.Value(), store: d.Store, opts: o,
 		users: newUserCache(512, time.Hour), threads: channel.NewRecent(512),
+	}
+	c.isCommand = d.IsCommand
+	if c.isCommand == nil {
+		c.isCommand = func(string) bool { return false }
 	}
 	c.api = &webAPI{http: hc, base: base, bot: s.BotToken, app: s.AppToken}
 	c.in = channel.NewIntake(d, channel.IntakeOptions{Title: "Slack", Typing: c.typing, IsID: isUserID})
