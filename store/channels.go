@@ -211,6 +211,24 @@ func (db *DB) InboxDelete(id uint64) error {
 	})
 }
 
+// InboxGet calls fn with the data of inbox entry id, if there is one, and
+// reports whether there was; data is valid only during the call.
+func (db *DB) InboxGet(id uint64, fn func(data []byte) error) (found bool, err error) {
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucketInbox))
+		if b == nil {
+			return nil
+		}
+		v := b.Get(u64(id))
+		if v == nil {
+			return nil
+		}
+		found = true
+		return fn(v)
+	})
+	return found, err
+}
+
 // InboxList calls fn for every inbox entry, oldest first. data is valid
 // only during the call.
 func (db *DB) InboxList(fn func(id uint64, data []byte) error) error {

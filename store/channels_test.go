@@ -54,8 +54,15 @@ func TestAdmitDeduplicatesAndKeepsTheInbox(t *testing.T) {
 	if len(ids) != 2 || ids[0] >= ids[1] {
 		t.Fatalf("inbox ids %v", ids)
 	}
+	var got string
+	if found, err := db.InboxGet(ids[1], func(data []byte) error { got = string(data); return nil }); !found || err != nil || got != fmt.Sprintf(`{"id":%d}`, ids[1]) {
+		t.Errorf("InboxGet(%d) = %v, %v, %s", ids[1], found, err, got)
+	}
 	if err := db.InboxDelete(ids[0]); err != nil {
 		t.Fatal(err)
+	}
+	if found, err := db.InboxGet(ids[0], func([]byte) error { t.Error("called for a deleted entry"); return nil }); found || err != nil {
+		t.Errorf("InboxGet of a deleted entry = %v, %v", found, err)
 	}
 	n := 0
 	db.InboxList(func(uint64, []byte) error { n++; return nil })

@@ -480,14 +480,8 @@ func (h *Hub) keepReply(out bus.Outbound, failed error) {
 
 func (h *Hub) load(id uint64) (entry, bool) {
 	var e entry
-	found := false
-	h.o.Store.InboxList(func(k uint64, data []byte) error {
-		if k == id {
-			found = json.Unmarshal(data, &e) == nil
-		}
-		return nil
-	})
-	return e, found
+	found, err := h.o.Store.InboxGet(id, func(data []byte) error { return json.Unmarshal(data, &e) })
+	return e, found && err == nil
 }
 
 func (h *Hub) save(id uint64, e entry) error {
