@@ -628,15 +628,49 @@ func TestTheSameMessageAgainIsNotStoredTwice(t *testing.T) {
 	if err != nil || rep.Text != "echo: is the door shut?" {
 		t.Fatalf("the retry: %+v, %v", rep, err)
 	}
-	h, _ := f.db.History("again")
-	var roles []string
-	for _, m := range h {
-		roles = append(roles, m.Role+":"+m.Content)
-	}
-	if got := strings.Join(roles, " | "); got != "user:is the door shut? | assistant:echo: is the door shut?" {
+	if got := transcript(f.db, "again"); got != "user:is the door shut? | assistant:echo: is the door shut?" {
 		t.Errorf("history %s", got)
 	}
 	if msgs := f.fake.Requests()[len(f.fake.Requests())-1].Body.Messages; len(msgs) != 2 {
 		t.Errorf("the retry sent %d messages, want the system prompt and the question once", len(msgs))
 	}
+}
+
+// TestAnotherMessageAfterAFailedTurnKeepsTheRolesAlternating: a new
+// message after one whose turn failed follows a note in the assistant's
+// place, in the request and in the history. Two user messages in a row
+// break many local models' chat templates ("roles must alternate"), and
+// with them every later turn of the chat.
+func TestAnotherMessageAfterAFailedTurnKeepsTheRolesAlternating(t *testing.T) {
+	for _, grace := range []time.Duration{-1, time.Hour} { // committed at once; folded into the answer's commit
+		f := newFixture(t, func(o *agent.Options) { o.UserCommitGrace = grace })
+		f.fake.Enqueue(providertest.Reply{Status: 400, ErrorMessage: "bad"})
+		if _, err := f.loop.Process(context.Background(), in("alt", "is the door shut?")); err == nil {
+			t.Fatal("the first turn did not fail")
+		}
+		rep, err := f.loop.Process(context.Background(), in("alt", "and the window?"))
+		if err != nil || rep.Text != "echo: and the window?" {
+			t.Fatalf("the next turn: %+v, %v", rep, err)
+		}
+		want := "user:is the door shut? | assistant:" + "(No answer: this turn failed.)" + " | user:and the window? | assistant:echo: and the window?"
+		if got := transcript(f.db, "alt"); got != want {
+			t.Errorf("grace %v: history %s\nwant %s", grace, got, want)
+		}
+		msgs := f.fake.Requests()[len(f.fake.Requests())-1].Body.Messages
+		for i := 1; i < len(msgs); i++ {
+			if msgs[i].Role == msgs[i-1].Role {
+				t.Errorf("grace %v: the request has two %s messages in a row: %+v", grace, msgs[i].Role, msgs)
+			}
+		}
+	}
+}
+
+// transcript is session key's history as "role:content | …".
+func transcript(db *store.DB, key string) string {
+	h, _ := db.History(key)
+	var roles []string
+	for _, m := range h {
+		roles = append(roles, m.Role+":"+m.Content)
+	}
+	return strings.Join(roles, " | ")
 }

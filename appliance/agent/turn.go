@@ -56,8 +56,12 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		return nil, err
 	}
 	user := chat.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
+	// lead is what this turn adds before the model answers: the user's
+	// message, after a note when the one before it went unanswered.
+	lead := []chat.Message{user}
 	var uc *userCommit
-	if n := len(hist); n > 0 && hist[n-1].Role == "user" && hist[n-1].Content == user.Content {
+	switch n := len(hist); {
+	case n > 0 && hist[n-1].Role == "user" && hist[n-1].Content == user.Content:
 		// The same message, still unanswered, is the history's last: an
 		// interrupted run stored it (a replay, a request the broker
 		// delivers again after a restart), or the person sends it again
@@ -65,8 +69,15 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		// without a second copy in the history.
 		hist = hist[:n-1]
 		uc = committedUser()
-	} else {
-		uc = newUserCommit(sess, user, l.opts.UserCommitGrace)
+	case n > 0 && hist[n-1].Role == "user":
+		// Another message after one whose turn failed: two user messages
+		// in a row break the chat templates of many local models
+		// ("roles must alternate"), and every later turn of the chat with
+		// them. The gap is said in the assistant's place.
+		lead = []chat.Message{{Role: "assistant", Content: unansweredNote, Time: user.Time}, user}
+		uc = newUserCommit(sess, lead, l.opts.UserCommitGrace)
+	default:
+		uc = newUserCommit(sess, lead, l.opts.UserCommitGrace)
 	}
 	defer uc.stop()
 
@@ -95,7 +106,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	// the model took last time; this turn's messages follow it.
 	hist, whole := l.windows.fit(sess.Key(), hist)
 	req := provider.Request{SystemHead: head, System: system, History: hist,
-		Messages: []chat.Message{user}, Tools: defs, ToolsJSON: defsJSON}
+		Messages: append([]chat.Message(nil), lead...), Tools: defs, ToolsJSON: defsJSON}
 	if _, stored := sess.(storeSession); stored && whole {
 		// The store's histories are never changed in place, so the
 		// provider may keep their encoding for the next turn.
@@ -215,7 +226,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	if uc.fold() {
 		// The model answered before the user's message was committed:
 		// one commit holds the whole exchange.
-		added = append([]chat.Message{user}, added...)
+		added = append(append([]chat.Message(nil), lead...), added...)
 	} else if err := uc.wait(); err != nil {
 		return nil, err
 	}
@@ -229,6 +240,10 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	}
 	return &rep, nil
 }
+
+// unansweredNote stands in the history for the answer to a message whose
+// turn failed, when another message follows it.
+const unansweredNote = "(No answer: this turn failed.)"
 
 // EmptyAnswer is what a person reads when the model answered with nothing.
 // It is not stored: the history holds what the model said.
@@ -284,7 +299,7 @@ func userText(in bus.Inbound) string {
 // per turn instead of two. A message whose commit failed is never answered.
 type userCommit struct {
 	sess  session
-	msg   chat.Message
+	msgs  []chat.Message
 	timer *time.Timer
 
 	mu      sync.Mutex
@@ -294,8 +309,8 @@ type userCommit struct {
 	err     error
 }
 
-func newUserCommit(sess session, msg chat.Message, grace time.Duration) *userCommit {
-	u := &userCommit{sess: sess, msg: msg, done: make(chan error, 1)}
+func newUserCommit(sess session, msgs []chat.Message, grace time.Duration) *userCommit {
+	u := &userCommit{sess: sess, msgs: msgs, done: make(chan error, 1)}
 	if grace <= 0 {
 		u.start()
 	} else {
@@ -311,7 +326,7 @@ func (u *userCommit) start() {
 		return
 	}
 	u.started = true
-	go func() { u.done <- u.sess.Append([]chat.Message{u.msg}, chat.Usage{}) }()
+	go func() { u.done <- u.sess.Append(u.msgs, chat.Usage{}) }()
 }
 
 // committedUser stands for a message an earlier run stored already.
