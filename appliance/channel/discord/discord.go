@@ -2,7 +2,8 @@
 // with the message content intent, heartbeats, resume after a drop, a
 // connection whose heartbeats go unacknowledged replaced) for messages
 // in, a small REST client of its own (api.go) for replies, which quote
-// the message they answer.
+// the message they answer, and for the messages written while the bot had
+// no session, fetched at each new one (catchup.go).
 package discord
 
 import (
@@ -79,10 +80,15 @@ type Channel struct {
 	roles map[string]botRole
 
 	// events carries MESSAGE_CREATE payloads from the gateway's reader to
-	// the worker, so a slow store never stalls heartbeat acks.
+	// the worker, so a slow store never stalls heartbeat acks. A nil one
+	// marks a new session: the worker fetches what was missed first.
 	events chan json.RawMessage
-	cancel context.CancelFunc
-	done   chan struct{}
+	// cur is the mark of the messages seen (catchup.go); the worker
+	// alone uses it after Start.
+	cur      cursor
+	curDirty bool
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
 // New builds the Discord channel of d; it connects in Start.
@@ -176,6 +182,12 @@ func (c *Channel) Start(ctx context.Context) error {
 			c.mu.Lock()
 			c.bot, c.mention = u, p
 			c.mu.Unlock()
+			// Ahead of the session's first dispatch: what was written
+			// without a session is received before what comes after.
+			select {
+			case c.events <- nil:
+			case <-runCtx.Done():
+			}
 		},
 		Connected: func(ok bool, err error) {
 			if ok {
@@ -198,6 +210,7 @@ func (c *Channel) Start(ctx context.Context) error {
 		HelloTimeout: c.opts.HelloTimeout,
 	})
 	c.cancel, c.done = cancel, make(chan struct{})
+	c.loadCursor()
 	var wg sync.WaitGroup
 	wg.Go(func() { c.work(runCtx) })
 	go func() {
@@ -263,22 +276,40 @@ func (c *Channel) gatewayURL(ctx context.Context) (string, error) {
 
 // work turns the gateway's messages into channel messages, in order.
 func (c *Channel) work(ctx context.Context) {
+	tick := time.NewTicker(cursorSaveEvery)
+	defer tick.Stop()
+	defer c.saveCursor()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-tick.C:
+			c.saveCursor()
 		case data := <-c.events:
+			if data == nil {
+				c.catchUp(ctx)
+				continue
+			}
 			var m message
 			if err := json.Unmarshal(data, &m); err != nil {
 				c.log.Debug("MESSAGE_CREATE not understood", "err", err)
 				continue
 			}
-			msg, ok := c.message(ctx, &m)
-			if !ok {
-				continue
-			}
-			c.receive(ctx, msg)
+			c.handle(ctx, &m)
 		}
+	}
+}
+
+// handle receives m if it is a person's message and moves the cursor
+// past it.
+func (c *Channel) handle(ctx context.Context, m *message) {
+	msg, ok := c.message(ctx, m)
+	talked := ok && (!msg.IsGroup || msg.Mentioned || msg.ReplyToBot)
+	if ok {
+		c.receive(ctx, msg)
+	}
+	if c.cur.saw(m, talked, time.Now()) {
+		c.curDirty = true
 	}
 }
 

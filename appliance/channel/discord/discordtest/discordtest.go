@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,6 +120,8 @@ type Stats struct {
 	Heartbeats         int
 	// Intents is the intents of the last Identify.
 	Intents int
+	// Fetches counts GET /channels/{id}/messages.
+	Fetches int
 }
 
 // Server is the fake.
@@ -139,6 +142,9 @@ type Server struct {
 	files    map[string][]byte
 	typing   map[string]int
 	roles    map[string][]Role // by guild, @everyone first
+	// history is every channel's messages, oldest first, for
+	// GET /channels/{id}/messages: users' (Post) and the bot's.
+	history map[string][]Message
 
 	// knobs
 	rateLimits    []time.Duration
@@ -192,6 +198,7 @@ func newServer() *Server {
 		files:             map[string][]byte{},
 		typing:            map[string]int{},
 		roles:             map[string][]Role{},
+		history:           map[string][]Message{},
 	}
 	s.nextID.Store(1000000000000000000)
 	return s
@@ -223,7 +230,18 @@ func (s *Server) GatewayURL() string { return "ws" + strings.TrimPrefix(s.HTTP.U
 func (s *Server) ResumeURL() string { return s.GatewayURL() + "/resume" }
 
 // NewID returns a fresh snowflake.
-func (s *Server) NewID() string { return strconv.FormatInt(s.nextID.Add(1), 10) }
+// They are snowflakes, as Discord's: the millisecond since 2015 shifted
+// left 22 bits, so ids grow with time across channels and say when.
+func (s *Server) NewID() string {
+	now := (time.Now().UnixMilli() - 1420070400000) << 22
+	for {
+		last := s.nextID.Load()
+		id := max(last+1, now)
+		if s.nextID.CompareAndSwap(last, id) {
+			return strconv.FormatInt(id, 10)
+		}
+	}
+}
 
 // Stats returns the gateway counters.
 func (s *Server) Stats() Stats {
@@ -312,6 +330,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET "+api+"/gateway/bot", s.auth(s.gatewayBot))
 	mux.HandleFunc("GET "+api+"/users/@me", s.auth(s.me))
 	mux.HandleFunc("POST "+api+"/channels/{channel}/messages", s.auth(s.createMessage))
+	mux.HandleFunc("GET "+api+"/channels/{channel}/messages", s.auth(s.channelMessages))
 	mux.HandleFunc("POST "+api+"/channels/{channel}/typing", s.auth(s.triggerTyping))
 	mux.HandleFunc("GET "+api+"/guilds/{guild}/roles", s.auth(s.guildRoles))
 	mux.HandleFunc("GET /attachments/{id}/{name}", s.attachment)
@@ -462,14 +481,59 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := s.NewID()
+	m := Message{
+		ID: id, ChannelID: sent.ChannelID, Author: s.Bot, Content: body.Content,
+		Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: []User{}, Attachments: []Attachment{}, MentionRoles: []string{},
+	}
 	s.mu.Lock()
 	s.sent = append(s.sent, sent)
+	s.remember(m)
 	s.mu.Unlock()
 	s.notifySent()
-	writeJSON(w, http.StatusOK, Message{
-		ID: id, ChannelID: sent.ChannelID, Author: s.Bot, Content: body.Content,
-		Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: []User{}, Attachments: []Attachment{},
-	})
+	writeJSON(w, http.StatusOK, m)
+}
+
+// maxHistory bounds the messages kept per channel.
+const maxHistory = 1000
+
+// remember adds m to its channel's history; the caller holds mu.
+func (s *Server) remember(m Message) {
+	h := append(s.history[m.ChannelID], m)
+	if len(h) > maxHistory {
+		h = h[len(h)-maxHistory:]
+	}
+	s.history[m.ChannelID] = h
+}
+
+// channelMessages is GET /channels/{id}/messages with after (a message id)
+// and limit (1-100, default 50): the limit messages right after after,
+// newest first, without guild_id and member, as Discord's REST answers.
+func (s *Server) channelMessages(w http.ResponseWriter, r *http.Request) {
+	limit := 50
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 100 {
+			apiError(w, http.StatusBadRequest, 50035, "Invalid Form Body", map[string]any{"errors": map[string]any{"limit": "must be 1-100"}})
+			return
+		}
+		limit = n
+	}
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	s.mu.Lock()
+	s.stats.Fetches++
+	var out []Message
+	for _, m := range s.history[r.PathValue("channel")] {
+		if id, _ := strconv.ParseInt(m.ID, 10, 64); id > after && len(out) < limit {
+			m.GuildID, m.Member = "", nil
+			out = append(out, m)
+		}
+	}
+	s.mu.Unlock()
+	slices.Reverse(out)
+	if out == nil {
+		out = []Message{}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // Role is a guild role as GET /guilds/{id}/roles returns it.

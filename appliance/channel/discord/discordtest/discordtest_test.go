@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,48 @@ func TestRateLimitAnswersLikeDiscord(t *testing.T) {
 	json.Unmarshal(raw, &body)
 	if resp.StatusCode != 429 || body.RetryAfter != 1.5 || resp.Header.Get("Retry-After") != "2" || resp.Header.Get("X-RateLimit-Scope") != "user" {
 		t.Errorf("429: %d %s %v", resp.StatusCode, raw, resp.Header)
+	}
+}
+
+// TestChannelMessagesAnswersLikeDiscord: GET /channels/{id}/messages
+// gives the messages after the id asked for, at most limit of them, the
+// newest first and without the server's id, as Discord's REST does; ids
+// are snowflakes of their time.
+func TestChannelMessagesAnswersLikeDiscord(t *testing.T) {
+	s := New()
+	defer s.Close()
+	before := time.Now()
+	first := s.Post(Message{ChannelID: "7", GuildID: "9", Content: "one"})
+	s.Post(Message{ChannelID: "7", GuildID: "9", Content: "two"})
+	s.Post(Message{ChannelID: "7", GuildID: "9", Content: "three"})
+	s.Post(Message{ChannelID: "8", Content: "elsewhere"})
+	id, _ := strconv.ParseInt(first.ID, 10, 64)
+	if at := time.UnixMilli(id>>22 + 1420070400000); at.Before(before.Add(-time.Millisecond)) || at.After(time.Now()) {
+		t.Errorf("id %d says %v, not the moment it was posted", id, at)
+	}
+	get := func(query string) (int, []Message) {
+		req, _ := http.NewRequest("GET", s.APIBase()+"/channels/7/messages?"+query, nil)
+		req.Header.Set("Authorization", "Bot "+s.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out []Message
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code, got := get("after=" + first.ID + "&limit=1")
+	if code != 200 || len(got) != 1 || got[0].Content != "two" || got[0].GuildID != "" {
+		t.Errorf("after the first, limit 1: %d %+v", code, got)
+	}
+	if _, got = get("after=" + first.ID); len(got) != 2 || got[0].Content != "three" || got[1].Content != "two" {
+		t.Errorf("after the first: %+v, want three then two", got)
+	}
+	if code, _ = get("limit=101"); code != 400 {
+		t.Errorf("limit 101: %d, want 400", code)
+	}
+	if s.Stats().Fetches != 2 {
+		t.Errorf("fetches %d, want 2 (the refused one not counted)", s.Stats().Fetches)
 	}
 }

@@ -308,6 +308,7 @@ func (s *Server) Post(m Message) Message {
 		m.ReferencedMessage = &ref
 	}
 	s.mu.Lock()
+	s.remember(m)
 	sessions := make([]*session, 0, len(s.sessions))
 	for _, sess := range s.sessions {
 		sessions = append(sessions, sess)
