@@ -674,3 +674,52 @@ func transcript(db *store.DB, key string) string {
 	}
 	return strings.Join(roles, " | ")
 }
+
+// TestLongToolArgumentsAreKeptShort: a tool gets its arguments whole; the
+// history, and every request after the tool ran, keeps long strings in
+// them short. A 3 MB file the model wrote was stored and sent again with
+// every later turn of the chat.
+func TestLongToolArgumentsAreKeptShort(t *testing.T) {
+	f := newFixture(t, nil)
+	got := 0
+	f.reg.Register(tools.Func{ToolName: "write_note", ToolDescription: "Write a note.",
+		Params: tools.Object(map[string]*tools.Property{"text": tools.String("text")}, "text"),
+		Run: func(_ context.Context, a tools.Args) tools.Result {
+			got = len(a.String("text"))
+			return tools.Text("written")
+		}})
+	text := strings.Repeat("a line of the note\n", 50000) // 950,000 bytes
+	args, _ := json.Marshal(map[string]string{"text": text})
+	f.fake.Enqueue(
+		providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "w", Name: "write_note", Args: string(args)}}},
+		providertest.Reply{Content: "done"},
+	)
+	if _, err := f.loop.Process(context.Background(), in("notes", "write it down")); err != nil {
+		t.Fatal(err)
+	}
+	if got != len(text) {
+		t.Fatalf("the tool got %d bytes of text, want %d", got, len(text))
+	}
+	if _, err := f.loop.Process(context.Background(), in("notes", "thanks")); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.fake.Requests()
+	for _, r := range reqs[1:] { // after the tool ran: its round's answer, the next turn
+		for _, m := range r.Body.Messages {
+			for _, tc := range m.ToolCalls {
+				if n := len(tc.Function.Arguments); n > 4096 || !strings.Contains(tc.Function.Arguments, "cut from the history") {
+					t.Errorf("a request after the tool ran carried %d bytes of its arguments", n)
+				}
+			}
+		}
+	}
+	h, _ := f.db.History("notes")
+	for _, m := range h {
+		for _, tc := range m.ToolCalls {
+			var v map[string]string
+			if err := json.Unmarshal([]byte(tc.Arguments), &v); err != nil || len(tc.Arguments) > 4096 || !strings.HasPrefix(v["text"], "a line of the note") {
+				t.Errorf("stored arguments: %d bytes, %v", len(tc.Arguments), err)
+			}
+		}
+	}
+}

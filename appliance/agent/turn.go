@@ -208,6 +208,11 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			added = append(added, tm)
 			req.Messages = append(req.Messages, tm)
 		}
+		// The tools had the arguments whole; the history (shared with
+		// the request) keeps them short (args.go).
+		for i := range am.ToolCalls {
+			am.ToolCalls[i].Arguments = compactArgs(am.ToolCalls[i].Arguments)
+		}
 	}
 	if !done {
 		final = fmt.Sprintf("I stopped after %d rounds of tool calls (agents.defaults.max_tool_iterations) without finishing; say \"continue\" and I will pick up from here.", l.opts.MaxToolIterations)
