@@ -107,14 +107,35 @@ func (s *System) deliveryChannels() []string {
 }
 
 // deliveryTarget is where a job added from a conversation nobody reads
-// later (/chat without a channel, perch agent) delivers: the chat channel
-// a person spoke on last, else the web page chat used last, else the
-// page's default chat, which every browser opens first. A channel open to
-// anyone is passed over: who spoke there is nobody the owner chose, and
-// an owner's reminder (a command's output with it) went to a stranger.
+// later (/chat without a channel, perch agent) delivers: the trusted
+// one-to-one chat on a chat platform that spoke last, else the web page
+// chat used last, else the page's default chat, which every browser opens
+// first. A channel open to anyone is passed over: who spoke there is
+// nobody the owner chose, and an owner's reminder (a command's output with
+// it) went to a stranger. So is a group, whose members would read it.
 func (s *System) deliveryTarget() (channelName, chatID string) {
 	avail := s.deliveryChannels()
 	web := ""
+	if routes := s.Agent.Routes(); len(routes) > 0 {
+		// The trusted one-to-one chats, newest first: never a group, whose
+		// other members would read the owner's job.
+		for _, r := range routes {
+			if !slices.Contains(avail, r[0]) || s.openToStrangers(r[0]) {
+				continue
+			}
+			if r[0] != webchan.Name {
+				return r[0], r[1]
+			}
+			if web == "" && webchan.ValidChat(r[1]) {
+				web = r[1]
+			}
+		}
+		if web == "" {
+			web = webchan.DefaultChat
+		}
+		return webchan.Name, web
+	}
+	// A database from before the chats were kept: the newest sessions.
 	if sessions, err := s.Store.Sessions(); err == nil { // most recent first
 		for _, ss := range sessions {
 			if ss.ChatID == "" || bus.IsInternal(ss.Channel) || !slices.Contains(avail, ss.Channel) || s.openToStrangers(ss.Channel) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/appliance/tools"
 )
@@ -114,6 +115,29 @@ func TestCronTargetPrefersAChatChannel(t *testing.T) {
 	sys.Cfg.Channels.Discord.AllowFrom = []string{"7"}
 	if ch, chat := sys.deliveryTarget(); ch != "discord" || chat != "7" {
 		t.Errorf("once discord admits only chosen people: %s:%s, want discord:7", ch, chat)
+	}
+}
+
+// TestCronTargetIsNoGroup: a job added where nobody reads the answer goes
+// to the owner's own chat, not to a group the owner spoke in since, whose
+// members would read it, nor to the page when a chat platform was used.
+func TestCronTargetIsNoGroup(t *testing.T) {
+	sys := newCore(t, newFake(t))
+	sys.Cfg.Channels.Telegram.Enabled, sys.Cfg.Channels.Telegram.Token = true, "123:abc"
+	sys.Cfg.Channels.Telegram.AllowFrom = []string{"42"}
+	ctx := context.Background()
+	for _, in := range []bus.Inbound{
+		{Channel: "telegram", ChatID: "42", SenderID: "42", Text: "hi"},
+		{Channel: "web", ChatID: "laptop", Text: "hi from the page"},
+		{Channel: "telegram", ChatID: "-100", SenderID: "42", Text: "hi all", Metadata: map[string]string{"group": "true"}},
+	} {
+		if _, err := sys.Agent.Process(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // sessions are ordered by their last update
+	}
+	if ch, chat := sys.deliveryTarget(); ch != "telegram" || chat != "42" {
+		t.Errorf("after the owner wrote in a group: %s:%s, want the owner's own telegram:42", ch, chat)
 	}
 }
 

@@ -541,7 +541,7 @@ func TestLastActiveIsATrustedOneToOneChat(t *testing.T) {
 
 	// A database from before the chat was kept: the newest session of a
 	// channel not ruled out.
-	if err := f.db.Delete(store.BucketMeta, "notice_route"); err != nil {
+	if err := f.db.Delete(store.BucketMeta, "chat_routes"); err != nil {
 		t.Fatal(err)
 	}
 	if ch, chat := restart().LastActive(func(ch string) bool { return ch == "line" }); ch != "telegram" || chat != "-100" {
@@ -564,9 +564,9 @@ func TestTheKeptChatFollowsTheOwner(t *testing.T) {
 	if err := f.loop.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var kept [2]string
-	if err := f.db.Get(store.BucketMeta, "notice_route", &kept); err != nil || kept != [2]string{"telegram", "2"} {
-		t.Fatalf("kept %v (%v), want telegram:2", kept, err)
+	var kept [][2]string
+	if err := f.db.Get(store.BucketMeta, "chat_routes", &kept); err != nil || fmt.Sprint(kept) != "[[telegram 2]]" {
+		t.Fatalf("kept %v (%v), want telegram:2 alone (one chat per channel)", kept, err)
 	}
 	// The same chat first after a restart: nothing to write, seen by
 	// removing the key under it.
@@ -574,20 +574,20 @@ func TestTheKeptChatFollowsTheOwner(t *testing.T) {
 	if ch, chat := again.LastActive(nil); ch != "telegram" || chat != "2" {
 		t.Fatalf("after the restart: %s:%s", ch, chat)
 	}
-	if err := f.db.Delete(store.BucketMeta, "notice_route"); err != nil {
+	if err := f.db.Delete(store.BucketMeta, "chat_routes"); err != nil {
 		t.Fatal(err)
 	}
 	again.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "2", Text: "/help"})
 	time.Sleep(20 * time.Millisecond)
-	if err := f.db.Get(store.BucketMeta, "notice_route", &kept); !errors.Is(err, store.ErrNotFound) {
+	if err := f.db.Get(store.BucketMeta, "chat_routes", &kept); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the same chat again after a restart was written: %v (%v)", kept, err)
 	}
 	again.Process(ctx, bus.Inbound{Channel: "slack", ChatID: "D1", Text: "/help"})
 	if err := again.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.db.Get(store.BucketMeta, "notice_route", &kept); err != nil || kept != [2]string{"slack", "D1"} {
-		t.Fatalf("kept %v (%v), want slack:D1", kept, err)
+	if err := f.db.Get(store.BucketMeta, "chat_routes", &kept); err != nil || fmt.Sprint(kept) != "[[slack D1] [telegram 2]]" {
+		t.Fatalf("kept %v (%v), want slack:D1, then telegram:2", kept, err)
 	}
 }
 

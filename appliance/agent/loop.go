@@ -80,11 +80,14 @@ type Loop struct {
 	cmdMu    sync.RWMutex
 	commands map[string]ChatCommand
 
-	lastMu     sync.Mutex
-	lastRoute  [2]string
-	lastLooked bool // the store was searched once for lastRoute after a start
-	// routeSaving is set while a goroutine writes lastRoute to the store;
-	// routeAgain asks it for one more write, as the route changed meanwhile.
+	routesMu sync.Mutex
+	// routes are the trusted one-to-one chats, the newest first, one per
+	// channel (routes.go); read from the store once after a start.
+	routes       []route
+	routesLoaded bool
+	routesKept   bool // the store had a list
+	// routeSaving is set while a goroutine writes routes to the store;
+	// routeAgain asks it for one more write, as they changed meanwhile.
 	routeSaving, routeAgain bool
 	windows                 windows
 	subagents               *Subagents
@@ -299,95 +302,6 @@ func (l *Loop) Stats() Stats {
 		q = 0
 	}
 	return Stats{ActiveSessions: active, QueueDepth: q, Running: run}
-}
-
-// routeKey is where the last trusted one-to-one chat is kept across
-// restarts (BucketMeta).
-const routeKey = "notice_route"
-
-// LastActive returns the chat that spoke last, where device notices and
-// heartbeat results go: one-to-one chats of people the owner trusts, never
-// a group (other members would read the owner's notices) nor a sender a
-// channel open to anyone lets in (a stranger would). After a restart it is
-// the one stored when it was last chosen, unless skip (when set) now rules
-// its channel out; before any was stored (a database of an older version),
-// the most recently updated session of an external channel that skip does
-// not rule out, since sessions do not record who spoke nor whether it was
-// a group.
-func (l *Loop) LastActive(skip func(channel string) bool) (channel, chatID string) {
-	l.lastMu.Lock()
-	defer l.lastMu.Unlock()
-	if l.lastRoute[0] == "" && !l.lastLooked && l.opts.Store != nil {
-		l.lastLooked = true
-		var kept [2]string
-		if err := l.opts.Store.Get(store.BucketMeta, routeKey, &kept); err == nil {
-			if kept[0] != "" && (skip == nil || !skip(kept[0])) {
-				l.lastRoute = kept
-			}
-			return l.lastRoute[0], l.lastRoute[1]
-		}
-		if ss, err := l.opts.Store.Sessions(); err == nil {
-			for _, s := range ss {
-				if s.Channel != "" && !bus.IsInternal(s.Channel) && (skip == nil || !skip(s.Channel)) {
-					l.lastRoute = [2]string{s.Channel, s.ChatID}
-					break
-				}
-			}
-		}
-	}
-	return l.lastRoute[0], l.lastRoute[1]
-}
-
-func (l *Loop) noteRoute(in bus.Inbound) {
-	if bus.IsInternal(in.Channel) || in.ChatID == "" || in.RestrictTools || in.Metadata["group"] == "true" {
-		return
-	}
-	r := [2]string{in.Channel, in.ChatID}
-	l.lastMu.Lock()
-	defer l.lastMu.Unlock()
-	if !l.lastLooked && l.opts.Store != nil {
-		var kept [2]string
-		if l.opts.Store.Get(store.BucketMeta, routeKey, &kept) == nil && kept == r {
-			l.lastRoute, l.lastLooked = r, true
-		}
-	}
-	if l.lastRoute == r && l.lastLooked {
-		return
-	}
-	l.lastRoute, l.lastLooked = r, true
-	if l.opts.Store == nil {
-		return
-	}
-	if l.routeSaving {
-		l.routeAgain = true
-		return
-	}
-	// Written beside the turn, not in its way: a route lost to a power
-	// cut only sends the next notice where the one before went.
-	l.routeSaving = true
-	l.turnsWG.Add(1)
-	go l.saveRoute()
-}
-
-// saveRoute writes lastRoute to the store until it no longer changes.
-func (l *Loop) saveRoute() {
-	defer l.turnsWG.Done()
-	for {
-		l.lastMu.Lock()
-		r := l.lastRoute
-		l.routeAgain = false
-		l.lastMu.Unlock()
-		if err := l.opts.Store.Put(store.BucketMeta, routeKey, r); err != nil {
-			l.log.Warn("keeping the chat that notices go to failed; after a restart they go to the newest chat until someone writes", "err", err)
-		}
-		l.lastMu.Lock()
-		if !l.routeAgain {
-			l.routeSaving = false
-			l.lastMu.Unlock()
-			return
-		}
-		l.lastMu.Unlock()
-	}
 }
 
 // Process runs one turn for in and returns the reply. It is safe for
