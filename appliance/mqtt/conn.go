@@ -23,8 +23,12 @@ import (
 type linkState struct {
 	state     string // not started, connecting, connected, down, stopped
 	connected bool
-	since     time.Time // of the current state
-	upAt      time.Time // when the last connection came up
+	// subscribed is set once this connection's subscriptions were
+	// granted: until then a request published is not delivered to the
+	// board, so the link is not ready.
+	subscribed bool
+	since      time.Time // of the current state
+	upAt       time.Time // when the last connection came up
 	// problem is why the link is down, with the key to fix when it is a
 	// setting (login, certificate, client id).
 	problem    string
@@ -142,7 +146,7 @@ func (l *Link) onConnectionUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 	if !l.st.upAt.IsZero() {
 		l.st.reconnects++
 	}
-	l.st.state, l.st.connected, l.st.problem = "connected", true, ""
+	l.st.state, l.st.connected, l.st.problem, l.st.subscribed = "connected", true, "", false
 	l.st.since, l.st.upAt = time.Now(), time.Now()
 	l.mu.Unlock()
 	l.log.Info("connected to the MQTT broker", "broker", l.broker.String(), "session_present", ca.SessionPresent)
@@ -159,7 +163,7 @@ func (l *Link) onConnectionDown() bool {
 	} else {
 		l.st.drops = 0
 	}
-	l.st.state, l.st.connected, l.st.since = "down", false, time.Now()
+	l.st.state, l.st.connected, l.st.since, l.st.subscribed = "down", false, time.Now(), false
 	why := l.st.lastErr
 	l.mu.Unlock()
 	l.log.Warn("MQTT connection lost; reconnecting", "broker", l.broker.String(), "err", why)
@@ -298,6 +302,8 @@ func (l *Link) Check(context.Context) (bool, string) {
 		}
 		sort.Strings(msgs)
 		return false, fmt.Sprintf("connected to %s, but %s", l.broker, strings.Join(msgs, "; "))
+	case st.connected && !st.subscribed:
+		return false, fmt.Sprintf("connected to %s; subscribing to %s", l.broker, l.topics.request)
 	case st.connected:
 		return true, fmt.Sprintf("connected to %s as %s since %s; %d Home Assistant entities under %s/; %d requests answered",
 			l.broker, l.cfg.ClientID, st.since.Format(time.RFC3339), st.entities, l.cfg.DiscoveryPrefix, st.answered)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/paho"
 	"github.com/gorilla/websocket"
 
 	"github.com/perchhq/perch/appliance/config"
@@ -344,5 +345,20 @@ func TestStopLeavesNoGoroutines(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines after stop, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestNotReadyUntilSubscribed: a connection that is up but whose
+// subscriptions the broker has not granted yet is not ready: a request
+// published then is not delivered to the board. /ready passed a moment
+// before the request subscription existed.
+func TestNotReadyUntilSubscribed(t *testing.T) {
+	l, err := New(Options{Config: config.MQTT{Enabled: true, Broker: "mqtt://127.0.0.1:1"}, Hostname: host, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.onConnectionUp(nil, &paho.Connack{})
+	if ok, msg := l.Check(context.Background()); ok || !strings.Contains(msg, "subscribing to perch/kitchen/agent/request") {
+		t.Errorf("connected, not yet subscribed: %v %q; want not ready, saying so", ok, msg)
 	}
 }

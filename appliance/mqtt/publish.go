@@ -118,6 +118,9 @@ func (l *Link) subscribe(ctx context.Context) error {
 		}
 		return err
 	}
+	l.mu.Lock()
+	l.st.subscribed = true
+	l.mu.Unlock()
 	return nil
 }
 
