@@ -191,17 +191,22 @@ func (l *Link) entities(specs []sensor.Spec, slugs map[string]string, pageURL st
 }
 
 // publishDiscovery publishes every entity's config, retained, then an
-// empty retained config for each topic published before that is no longer
-// current (a sensor removed from the config, a changed client_id or
-// discovery_prefix), which is how Home Assistant removes an entity. The
-// topics are remembered before they are published, so a stop half-way
-// never leaves a retained config that no later run knows to remove.
+// empty retained message for each retained topic published before that is
+// no longer current (a sensor removed from the config, a changed client_id
+// or discovery_prefix): for a config, how Home Assistant removes an entity;
+// for a removed sensor's availability, so that no client finds it on the
+// broker for ever. The topics are remembered before they are published, so
+// a stop half-way never leaves a retained message that no later run knows
+// to remove.
 func (l *Link) publishDiscovery(ctx context.Context) error {
 	p := &l.pub
 	ents := l.entities(p.specs, p.slugs, p.pageURL)
-	current := make([]string, 0, len(ents))
+	current := make([]string, 0, len(ents)+len(p.slugs))
 	for _, e := range ents {
 		current = append(current, e.topic)
+	}
+	for _, slug := range p.slugs {
+		current = append(current, l.topics.sensorAvailability(slug))
 	}
 	remembered := p.announced
 	if l.opts.Memory != nil {
@@ -242,7 +247,11 @@ func (l *Link) publishDiscovery(ctx context.Context) error {
 			keep = append(keep, topic) // try again next time
 			continue
 		}
-		l.log.Info("removed a Home Assistant entity no longer configured", "topic", topic)
+		if strings.HasPrefix(topic, l.cfg.DiscoveryPrefix+"/") {
+			l.log.Info("removed a Home Assistant entity no longer configured", "topic", topic)
+		} else {
+			l.log.Info("cleared a retained topic no longer used", "topic", topic)
+		}
 	}
 	if len(stale) > 0 {
 		l.remember(keep)

@@ -164,7 +164,8 @@ func TestUSBEventsBecomeHomeAssistantEvents(t *testing.T) {
 
 // TestRemovedSensorLosesItsEntity: after a restart with a sensor removed
 // from the config, its discovery configs are emptied (retained), so Home
-// Assistant removes the entity; the other sensors' stay.
+// Assistant removes the entity, and so is its retained availability,
+// which stayed on the broker for ever; the other sensors' stay.
 func TestRemovedSensorLosesItsEntity(t *testing.T) {
 	b := startBroker(t, false)
 	mem := &memMemory{}
@@ -174,6 +175,7 @@ func TestRemovedSensorLosesItsEntity(t *testing.T) {
 	ha.Wait(t, wait, "tank config", func(m mqtttest.Message) bool {
 		return m.Topic == "homeassistant/sensor/perch-kitchen/tank_temperature/config" && len(m.Payload) > 0
 	})
+	ha.WaitPayload(t, wait, prefix+"/sensor/tank/availability", "online")
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := first.Stop(ctx); err != nil {
@@ -194,9 +196,13 @@ func TestRemovedSensorLosesItsEntity(t *testing.T) {
 	late.Wait(t, wait, "kitchen config", func(m mqtttest.Message) bool {
 		return m.Topic == "homeassistant/sensor/perch-kitchen/kitchen_temperature/config"
 	})
+	late.WaitPayload(t, wait, prefix+"/sensor/kitchen/availability", "online")
 	time.Sleep(200 * time.Millisecond)
 	for _, m := range late.Messages("homeassistant/sensor/perch-kitchen/tank_temperature/config") {
 		t.Errorf("tank's config still retained: %q", m.Payload)
+	}
+	for _, m := range late.Messages(prefix + "/sensor/tank/availability") {
+		t.Errorf("tank's availability still retained: %q", m.Payload)
 	}
 	remembered, _ = mem.DiscoveryTopics()
 	for _, topic := range remembered {
