@@ -412,7 +412,7 @@ func (w *workspace) readFile(ctx context.Context, args Args) Result {
 			p, http.DetectContentType(buf), size)
 	}
 	if len(buf) <= max {
-		text := strings.ToValidUTF8(string(buf), "\uFFFD")
+		text := validText(buf, offset > 0)
 		if offset > 0 {
 			text += fmt.Sprintf("\n[end of file: bytes %d-%d of %d shown]", offset, offset+int64(len(buf)), size)
 		}
@@ -420,8 +420,40 @@ func (w *workspace) readFile(ctx context.Context, args Args) Result {
 	}
 	cut := cutPoint(buf[:max])
 	end := offset + int64(cut)
-	return Text(strings.ToValidUTF8(string(buf[:cut]), "\uFFFD") +
+	return Text(validText(buf[:cut], offset > 0) +
 		fmt.Sprintf("\n[truncated: bytes %d-%d of %d shown; call read_file with offset=%d to read on]", offset, end, size, end))
+}
+
+// validText is b as text, each byte that is not UTF-8 shown as U+FFFD,
+// with a note when there were any: the file is in another encoding
+// (Latin-1, Windows-1252), and written back from this text its
+// characters would be lost. midRune says b may begin inside a character
+// (a read at an offset), whose bytes are no sign of another encoding.
+func validText(b []byte, midRune bool) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	rest := b
+	for i := 0; midRune && i < utf8.UTFMax-1 && len(rest) > 0 && !utf8.RuneStart(rest[0]); i++ {
+		rest = rest[1:]
+	}
+	bad := 0
+	for len(rest) > 0 {
+		r, n := utf8.DecodeRune(rest)
+		if r == utf8.RuneError && n == 1 {
+			bad++
+		}
+		rest = rest[n:]
+	}
+	text := strings.ToValidUTF8(string(b), "\uFFFD")
+	if bad == 0 {
+		return text
+	}
+	count := "1 byte is"
+	if bad > 1 {
+		count = fmt.Sprintf("%d bytes are", bad)
+	}
+	return text + fmt.Sprintf("\n[not UTF-8: %s no UTF-8 (shown as \uFFFD); the file is in another encoding (Latin-1, Windows-1252?): do not write it back from this text, which would lose those characters; convert it with exec, e.g. iconv -f latin1 -t utf-8]", count)
 }
 
 // cutPoint picks where to end a partial read: after the last full line when

@@ -223,6 +223,7 @@ func TestReadFile(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(fx.ws, "empty.txt"), nil, 0o644))
 	must(t, os.WriteFile(filepath.Join(fx.ws, "image.png"), []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), 0o644))
 	must(t, os.WriteFile(filepath.Join(fx.ws, "latin1.txt"), []byte("caf\xe9\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(fx.ws, "utf8.txt"), []byte("caf\u00e9\n"), 0o644))
 	tests := []struct {
 		name    string
 		args    map[string]any
@@ -232,7 +233,11 @@ func TestReadFile(t *testing.T) {
 		{"text", map[string]any{"path": "sub/deep.txt"}, "deep\n", nil},
 		{"offset", map[string]any{"path": "inner.txt", "offset": 2}, "ner\n\n[end of file: bytes 2-6 of 6 shown]", nil},
 		{"empty", map[string]any{"path": "empty.txt"}, "(empty.txt is empty)", nil},
-		{"invalid UTF-8 replaced", map[string]any{"path": "latin1.txt"}, "caf\uFFFD\n", nil},
+		// The model is told, so it does not write the file back from
+		// this text and lose its characters.
+		{"invalid UTF-8 replaced and said", map[string]any{"path": "latin1.txt"}, "caf\uFFFD\n\n[not UTF-8: 1 byte is no UTF-8 (shown as \uFFFD); the file is in another encoding (Latin-1, Windows-1252?): do not write it back from this text, which would lose those characters; convert it with exec, e.g. iconv -f latin1 -t utf-8]", nil},
+		// A read that starts inside a character is no other encoding.
+		{"offset inside a character", map[string]any{"path": "utf8.txt", "offset": 4}, "\uFFFD\n\n[end of file: bytes 4-6 of 6 shown]", nil},
 		{"missing", map[string]any{"path": "nope.txt"}, "", []string{`"nope.txt" does not exist; use list_dir to see what is there`}},
 		{"directory", map[string]any{"path": "sub"}, "", []string{`"sub" is a directory`, "list_dir"}},
 		{"binary", map[string]any{"path": "image.png"}, "", []string{`"image.png" is a binary file (image/png, 16 bytes)`}},
