@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -186,7 +187,7 @@ func (s *webSearch) keyless(ctx context.Context, query string) ([]searchResult, 
 	req.Header.Set("Accept", "text/html")
 	resp, err := s.opts.Client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("the keyless search page did not answer: %w", err)
+		return nil, fmt.Errorf("the keyless search page did not answer: %w", redactURLError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -409,7 +410,19 @@ func inlineText(s string) string {
 
 // redactURLError drops the request URL from a transport error: it is ours,
 // adds nothing for the model and could one day carry a key.
+//
+// A name that did not resolve is said without the resolver's address
+// (Go's message names it): the answer may reach a stranger on an open
+// channel, and the LAN's layout is none of theirs.
 func redactURLError(err error) error {
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		why := de.Err
+		if de.IsNotFound {
+			why = "no such host"
+		}
+		return fmt.Errorf("the name %s could not be resolved (%s): is the board online, and its DNS working?", de.Name, why)
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return ue.Err

@@ -2,8 +2,10 @@ package tools
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -254,5 +256,19 @@ func TestDDGTarget(t *testing.T) {
 func TestInlineText(t *testing.T) {
 	if got := inlineText("<strong>Pi</strong>  &amp;\n<em>I2C</em> &lt;tag&gt;"); got != "Pi & I2C <tag>" {
 		t.Errorf("inlineText = %q", got)
+	}
+}
+
+// A name that did not resolve is said without the resolver's address,
+// which Go's message names: the answer may reach a stranger.
+func TestSearchErrorHidesTheResolver(t *testing.T) {
+	err := &url.Error{Op: "Get", URL: "https://html.duckduckgo.com/html/?q=x", Err: &net.OpError{Op: "dial", Net: "tcp",
+		Err: &net.DNSError{Name: "html.duckduckgo.com", Server: "192.168.1.1:53", Err: "no such host", IsNotFound: true}}}
+	if !strings.Contains(err.Error(), "192.168.1.1") {
+		t.Fatalf("the example no longer names the resolver: %v", err)
+	}
+	got := redactURLError(err).Error()
+	if strings.Contains(got, "192.168.1.1") || strings.Contains(got, "q=x") || !strings.Contains(got, "html.duckduckgo.com could not be resolved (no such host)") {
+		t.Errorf("redacted: %s", got)
 	}
 }
