@@ -143,6 +143,13 @@ func (in *Intake) Open() bool { return in.allow.empty() }
 // is off. Senders on a non-empty allow_from are vouched for by the owner.
 func (in *Intake) Restricted() bool { return in.allow.empty() && !in.allowAllTools }
 
+// Admits reports whether m's sender may reach the agent here: anyone on a
+// channel open to anyone, else a sender on allow_from (a username the
+// platform could not look up is not known to be one).
+func (in *Intake) Admits(m Message) bool {
+	return in.allow.empty() || in.allow.allows(m.SenderID, m.Username)
+}
+
 // LoadState reads the platform's saved value key (Telegram's offset) into
 // v; ok is false when none was saved.
 func (in *Intake) LoadState(key string, v any) (ok bool, err error) {

@@ -1,12 +1,15 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/perchhq/perch/appliance/channel"
 )
 
 // Discord does not deliver again what was written while the bot had no
@@ -33,6 +36,10 @@ type chatRef struct {
 	Guild string `json:"guild,omitempty"`
 	// At is when a message there last reached the agent (Unix seconds).
 	At int64 `json:"at"`
+	// From, when set, is where this chat's next fetch begins if it is
+	// before Last: its fetch failed, or stopped at catchUpPages, so what
+	// came after From there was not received.
+	From string `json:"from,omitempty"`
 }
 
 const (
@@ -43,11 +50,18 @@ const (
 	// message days old comes too late to help, as Telegram keeps
 	// undelivered updates for a day.
 	catchUpWindow = 24 * time.Hour
-	// catchUpLimit is the most messages fetched per chat (Discord's most
-	// per call is 100).
-	catchUpLimit = 50
-	// cursorSaveEvery spaces the cursor's writes: one lost to a crash
-	// only makes the next fetch ask for messages the inbox already knows.
+	// catchUpPage is Discord's most messages per call; catchUpPages
+	// bounds the calls per chat and session (the rest waits for the
+	// next session, from the chat's From).
+	catchUpPage  = 100
+	catchUpPages = 4
+	// catchUpTries bounds the attempts of one call that failed for now
+	// (a 5xx, no answer); a rate limit is waited out by the client.
+	catchUpTries = 3
+	// cursorSaveEvery spaces the cursor's writes when only its mark
+	// moved: one lost to a crash only makes the next fetch ask for
+	// messages the inbox already knows. A chat new to the list is
+	// written at once.
 	cursorSaveEvery = 5 * time.Second
 )
 
@@ -72,28 +86,32 @@ func snowflake(id string) uint64 {
 	return n
 }
 
-// saw moves the cursor past message m, and notes its chat as talked in
-// when m reached the agent. It reports whether the cursor changed.
-func (c *cursor) saw(m *message, talked bool, now time.Time) bool {
-	changed := false
+// saw moves the cursor past message m, and puts its chat first among the
+// chats talked in when m reached the agent. It reports whether the cursor
+// changed, and whether the chat is new to the list (worth a write at once:
+// without it a power cut loses what is written there while stopped).
+func (c *cursor) saw(m *message, talked bool, now time.Time) (changed, added bool) {
 	if snowflake(m.ID) > snowflake(c.Last) {
 		c.Last, changed = m.ID, true
 	}
 	if !talked || m.ChannelID == "" {
-		return changed
+		return changed, false
 	}
 	i := slices.IndexFunc(c.Chats, func(r chatRef) bool { return r.ID == m.ChannelID })
 	if i == 0 && c.Chats[0].Guild == m.GuildID && now.Unix()-c.Chats[0].At < 60 {
-		return changed // the newest already, and lately: no write for it
+		return changed, false // the newest already, and lately: no write for it
 	}
+	ref := chatRef{ID: m.ChannelID}
 	if i >= 0 {
+		ref = c.Chats[i]
 		c.Chats = slices.Delete(c.Chats, i, i+1)
 	}
-	c.Chats = slices.Insert(c.Chats, 0, chatRef{ID: m.ChannelID, Guild: m.GuildID, At: now.Unix()})
+	ref.Guild, ref.At = m.GuildID, now.Unix()
+	c.Chats = slices.Insert(c.Chats, 0, ref)
 	if len(c.Chats) > catchUpChats {
 		c.Chats = c.Chats[:catchUpChats]
 	}
-	return true
+	return true, i < 0
 }
 
 // loadCursor reads the kept cursor; a missing or unreadable one is empty.
@@ -119,57 +137,97 @@ func (c *Channel) saveCursor() {
 }
 
 // catchUp fetches, in each chat talked in within catchUpWindow, the
-// messages after the cursor, oldest first, and receives them as if the
-// gateway had sent them: the inbox drops those it has had already.
+// messages after the cursor, and receives them as if the gateway had sent
+// them, oldest first across the chats: the inbox drops those it has had
+// already. A chat whose fetch failed, or had more than catchUpPages, keeps
+// where it stopped for the next session.
 func (c *Channel) catchUp(ctx context.Context) {
-	after := snowflake(c.cur.Last)
-	if after == 0 {
+	mark := snowflake(c.cur.Last)
+	if mark == 0 {
 		return // nothing seen yet: a first start
 	}
 	now := time.Now()
-	if floor := snowflakeAt(now.Add(-catchUpWindow)); after < floor {
-		after = floor
-	}
-	fetched := 0
-	for _, chat := range slices.Clone(c.cur.Chats) {
+	floor := snowflakeAt(now.Add(-catchUpWindow))
+	var all []*message
+	for i := range c.cur.Chats {
+		chat := &c.cur.Chats[i]
 		if now.Sub(time.Unix(chat.At, 0)) > catchUpWindow {
 			continue
 		}
-		msgs, err := c.rest.messagesAfter(ctx, chat.ID, after, catchUpLimit)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			c.log.Warn("cannot fetch the Discord messages written while disconnected; they are not answered", "chat", chat.ID, "err", err)
-			continue
+		after := mark
+		if from := snowflake(chat.From); from != 0 && from < after {
+			after = from
 		}
-		slices.SortFunc(msgs, func(a, b *message) int {
-			x, y := snowflake(a.ID), snowflake(b.ID)
-			switch {
-			case x < y:
-				return -1
-			case x > y:
-				return 1
-			}
-			return 0
-		})
+		after = max(after, floor)
+		msgs, more, err := c.fetchChat(ctx, chat.ID, after)
+		if ctx.Err() != nil {
+			return
+		}
 		for _, m := range msgs {
-			if m == nil || snowflake(m.ID) <= after {
-				continue
-			}
 			if m.ChannelID == "" {
 				m.ChannelID = chat.ID
 			}
 			if m.GuildID == "" {
 				m.GuildID = chat.Guild
 			}
-			fetched++
-			c.handle(ctx, m)
+		}
+		all = append(all, msgs...)
+		from := ""
+		switch {
+		case err != nil:
+			c.log.Warn("cannot fetch the Discord messages written while disconnected; trying again at the next session", "chat", chat.ID, "err", err)
+			from = strconv.FormatUint(after, 10)
+			if len(msgs) > 0 {
+				from = msgs[len(msgs)-1].ID
+			}
+		case more:
+			from = msgs[len(msgs)-1].ID
+			c.log.Warn("more Discord messages were written while disconnected than are fetched at once; the rest at the next session", "chat", chat.ID, "fetched", len(msgs))
+		}
+		if chat.From != from {
+			chat.From, c.curDirty = from, true
 		}
 	}
-	if fetched > 0 {
-		c.log.Info("fetched the Discord messages written while disconnected", "messages", fetched)
+	slices.SortFunc(all, func(a, b *message) int { return cmp.Compare(snowflake(a.ID), snowflake(b.ID)) })
+	received := 0
+	for _, m := range all {
+		if c.handle(ctx, m) {
+			received++
+		}
 	}
+	if received > 0 {
+		c.log.Info("received the Discord messages written while disconnected", "messages", received)
+	}
+	c.saveCursor()
+}
+
+// fetchChat fetches chat's messages after id after, oldest first: up to
+// catchUpPages calls, each tried again after a failure for now. more says
+// that messages are left; an error comes with what was fetched before it.
+func (c *Channel) fetchChat(ctx context.Context, chat string, after uint64) (msgs []*message, more bool, err error) {
+	for range catchUpPages {
+		var page []*message
+		for try := 1; ; try++ {
+			page, err = c.rest.messagesAfter(ctx, chat, after, catchUpPage)
+			if err == nil || try == catchUpTries || channel.KindOf(classify(err)) != channel.Transient {
+				break
+			}
+			if !channel.Sleep(ctx, time.Duration(try)*time.Second) {
+				return msgs, false, ctx.Err()
+			}
+		}
+		if err != nil {
+			return msgs, false, err
+		}
+		page = slices.DeleteFunc(page, func(m *message) bool { return m == nil || snowflake(m.ID) <= after })
+		slices.SortFunc(page, func(a, b *message) int { return cmp.Compare(snowflake(a.ID), snowflake(b.ID)) })
+		msgs = append(msgs, page...)
+		if len(page) < catchUpPage {
+			return msgs, false, nil
+		}
+		after = snowflake(page[len(page)-1].ID)
+	}
+	return msgs, true, nil
 }
 
 // messagesAfter is GET /channels/{id}/messages?after=…: up to limit

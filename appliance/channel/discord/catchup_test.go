@@ -1,12 +1,15 @@
 package discord
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/perchhq/perch/appliance/channel/channeltest"
+	"github.com/perchhq/perch/appliance/channel/discord/discordtest"
+	"github.com/perchhq/perch/appliance/config"
 )
 
 // TestMessagesWrittenWhileStoppedAreAnswered: Discord does not deliver
@@ -17,12 +20,7 @@ import (
 // unanswered. Those messages were lost.
 func TestMessagesWrittenWhileStoppedAreAnswered(t *testing.T) {
 	f := newFake(t)
-	h1 := start(t, f, setup{})
-	h1.connected(t)
-	f.Post(dm(ann, "hello"))
-	f.Post(guild(ann, "<@"+f.Bot.ID+"> hi all", f.Bot))
-	waitSent(t, f, 2)
-	h1.env.Stop()
+	h1 := stoppedAfterTalking(t, f, setup{})
 
 	f.Post(dm(ann, "are the lights off?"))
 	f.Post(guild(bob, "chatter nobody asked the bot about"))
@@ -60,18 +58,19 @@ func TestMessagesWrittenWhileStoppedAreAnswered(t *testing.T) {
 
 // The cursor keeps the newest message id and the chats talked in, the
 // newest first and at most catchUpChats, without a write for each
-// message of a busy chat.
+// message of a busy chat; a chat new to the list says so (it is written
+// at once), and one moved first keeps where its next fetch begins.
 func TestCursorKeepsTheChatsTalkedIn(t *testing.T) {
 	var c cursor
 	now := time.Now()
 	msg := func(id, chat, guild string) *message { return &message{ID: id, ChannelID: chat, GuildID: guild} }
-	if !c.saw(msg("100", "a", ""), true, now) || c.Last != "100" || len(c.Chats) != 1 {
-		t.Fatalf("after the first message: %+v", c)
+	if changed, added := c.saw(msg("100", "a", ""), true, now); !changed || !added || c.Last != "100" || len(c.Chats) != 1 {
+		t.Fatalf("after the first message: %v %v %+v", changed, added, c)
 	}
-	if c.saw(msg("90", "a", ""), true, now.Add(time.Second)) {
+	if changed, added := c.saw(msg("90", "a", ""), true, now.Add(time.Second)); changed || added {
 		t.Error("an older message in the newest chat, a second later, changed the cursor")
 	}
-	if !c.saw(msg("110", "b", "g"), false, now) || c.Last != "110" || len(c.Chats) != 1 {
+	if changed, added := c.saw(msg("110", "b", "g"), false, now); !changed || added || c.Last != "110" || len(c.Chats) != 1 {
 		t.Errorf("a message that did not reach the agent: %+v; want the mark moved and no chat added", c)
 	}
 	for i := range catchUpChats + 5 {
@@ -80,9 +79,10 @@ func TestCursorKeepsTheChatsTalkedIn(t *testing.T) {
 	if len(c.Chats) != catchUpChats || c.Chats[0].ID != "c"+strconv.Itoa(catchUpChats+4) || c.Chats[0].Guild != "g" {
 		t.Errorf("after %d chats: %d kept, newest %+v", catchUpChats+5, len(c.Chats), c.Chats[0])
 	}
-	c.saw(msg("99999", "c10", "g"), true, now)
-	if c.Chats[0].ID != "c10" || len(c.Chats) != catchUpChats {
-		t.Errorf("a chat talked in again moves first: %+v", c.Chats[:2])
+	i := slices.IndexFunc(c.Chats, func(r chatRef) bool { return r.ID == "c10" })
+	c.Chats[i].From = "150"
+	if _, added := c.saw(msg("99999", "c10", "g"), true, now); added || c.Chats[0].ID != "c10" || c.Chats[0].From != "150" || len(c.Chats) != catchUpChats {
+		t.Errorf("a chat talked in again moves first, keeping its From: %+v", c.Chats[:2])
 	}
 }
 
@@ -96,4 +96,120 @@ func TestSnowflakeAt(t *testing.T) {
 	if snowflake("x") != 0 || snowflakeAt(time.Unix(0, 0)) != 0 {
 		t.Error("not an id, or a time before 2015, is not 0")
 	}
+}
+
+// stoppedAfterTalking starts a gateway, has Ann talk to it in a direct
+// message and in a server channel, and stops it.
+func stoppedAfterTalking(t *testing.T, f *discordtest.Server, s setup) *harness {
+	t.Helper()
+	h := start(t, f, s)
+	h.connected(t)
+	f.Post(dm(ann, "hello"))
+	f.Post(guild(ann, "<@"+f.Bot.ID+"> hi all", f.Bot))
+	waitSent(t, f, 2)
+	h.env.Stop()
+	return h
+}
+
+// annSaidHello starts a gateway that admits Ann, who says hello in a
+// direct message and is answered.
+func annSaidHello(t *testing.T, f *discordtest.Server) *harness {
+	t.Helper()
+	h := start(t, f, setup{section: func(s *config.ChannelSection) { s.AllowFrom = []string{"ann"} }})
+	h.connected(t)
+	f.Post(dm(ann, "hello"))
+	waitSent(t, f, 1)
+	return h
+}
+
+// restart stops h's gateway (if it runs) and starts another on its
+// database.
+func restart(t *testing.T, h *harness) *harness {
+	t.Helper()
+	h.env.Stop()
+	h2 := start(t, h.fake, setup{env: channeltest.Options{StorePath: h.env.StorePath, Provider: h.env.Provider, Workspace: h.env.Workspace},
+		section: func(s *config.ChannelSection) { s.AllowFrom = []string{"ann"} }})
+	h2.connected(t)
+	return h2
+}
+
+// A fetch that fails for now is tried again; one that fails for good this
+// session keeps the chat's place, so the next session still answers what
+// was written there, though other chats moved the mark on meanwhile.
+func TestAFailedFetchIsTriedAgainLater(t *testing.T) {
+	f := newFake(t)
+	h := stoppedAfterTalking(t, f, setup{section: func(s *config.ChannelSection) { s.AllowFrom = []string{"ann"} }})
+
+	f.Post(dm(ann, "first while stopped"))
+	f.FailFetches("dm-"+ann.ID, 1) // once: tried again at once
+	h = restart(t, h)
+	if got := waitSent(t, f, 3)[2]; got.Content != "echo: first while stopped" {
+		t.Errorf("after one failed fetch: %+v", got)
+	}
+	h.env.Stop()
+
+	f.Post(dm(ann, "second while stopped"))
+	f.Post(guild(ann, "<@"+f.Bot.ID+"> and in the server", f.Bot))
+	f.FailFetches("dm-"+ann.ID, catchUpTries) // fails for this session
+	h = restart(t, h)
+	if got := waitSent(t, f, 4)[3]; got.Content != "echo: and in the server" {
+		t.Errorf("the server channel's fetch: %+v", got)
+	}
+	quiet(t, f, 4, 300*time.Millisecond)
+	f.Post(dm(bob, "a stranger's message moves the mark on")) // answered with a pairing code
+	waitSent(t, f, 5)
+	h = restart(t, h)
+	if got := waitSent(t, f, 6)[5]; got.Content != "echo: second while stopped" {
+		t.Errorf("the next session: %+v, want the message of the failed fetch", got)
+	}
+	quiet(t, f, 6, 300*time.Millisecond)
+	h.env.Stop()
+}
+
+// The chats kept are those whose messages reach the agent: strangers
+// answered with a pairing code do not push the owner's chat out. And a
+// chat new to the list is kept at once, not at the next periodic write: a
+// power cut right after the first exchange lost it.
+func TestTheChatsKeptAreTheOwners(t *testing.T) {
+	f := newFake(t)
+	h := annSaidHello(t, f)
+	// Before the periodic write (every cursorSaveEvery).
+	var cur cursor
+	for deadline := time.Now().Add(cursorSaveEvery / 2); ; time.Sleep(5 * time.Millisecond) {
+		ok, err := h.ch.in.LoadState(cursorKey, &cur)
+		if err == nil && ok && len(cur.Chats) == 1 && cur.Chats[0].ID == "dm-"+ann.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new chat was not kept at once: %+v, %v", cur, err)
+		}
+	}
+	for i := range catchUpChats + 1 {
+		stranger := discordtest.User{ID: strconv.Itoa(7000 + i), Username: "stranger" + strconv.Itoa(i)}
+		f.Post(dm(stranger, "let me in"))
+	}
+	waitSent(t, f, 1+catchUpChats+1) // the pairing answers
+	h.env.Stop()
+	f.Post(dm(ann, "written while stopped"))
+	restart(t, h)
+	if got := waitSent(t, f, catchUpChats+3); got[len(got)-1].Content != "echo: written while stopped" {
+		t.Errorf("after the strangers: %+v, want the owner's message answered", got[len(got)-1])
+	}
+}
+
+// More messages than one call brings are fetched page after page.
+func TestManyMessagesAreFetchedInPages(t *testing.T) {
+	f := newFake(t)
+	h := annSaidHello(t, f)
+	h.env.Stop()
+	n := catchUpPage + 30
+	for i := range n {
+		f.Post(dm(ann, "note "+strconv.Itoa(i)))
+	}
+	restart(t, h)
+	got := waitSent(t, f, 1+n)
+	if last := got[len(got)-1].Content; !strings.HasPrefix(last, "echo: note ") {
+		t.Errorf("last answer %q", last)
+	}
+	quiet(t, f, 1+n, 300*time.Millisecond)
 }

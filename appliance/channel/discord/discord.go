@@ -300,17 +300,22 @@ func (c *Channel) work(ctx context.Context) {
 	}
 }
 
-// handle receives m if it is a person's message and moves the cursor
-// past it.
-func (c *Channel) handle(ctx context.Context, m *message) {
+// handle receives m if it is a person's message, moves the cursor past
+// it, and reports whether it was received. A chat counts as talked in
+// when its message reaches the agent: a stranger answered with a pairing
+// code would otherwise push the owner's chats out of the list.
+func (c *Channel) handle(ctx context.Context, m *message) bool {
 	msg, ok := c.message(ctx, m)
-	talked := ok && (!msg.IsGroup || msg.Mentioned || msg.ReplyToBot)
+	talked := ok && (!msg.IsGroup || msg.Mentioned || msg.ReplyToBot) && c.in.Admits(msg)
 	if ok {
 		c.receive(ctx, msg)
 	}
-	if c.cur.saw(m, talked, time.Now()) {
-		c.curDirty = true
+	changed, added := c.cur.saw(m, talked, time.Now())
+	c.curDirty = c.curDirty || changed
+	if added {
+		c.saveCursor()
 	}
+	return ok
 }
 
 // receiveTries bounds the attempts to store one received message.

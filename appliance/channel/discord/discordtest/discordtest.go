@@ -154,6 +154,9 @@ type Server struct {
 	refuseResume  bool
 	resumeURL     string
 	restDown      bool
+	// failFetches is how many more GET /channels/{id}/messages of each
+	// channel answer 502.
+	failFetches map[string]int
 
 	disallowContent bool
 	// heartbeatInterval is sent in Hello.
@@ -199,6 +202,7 @@ func newServer() *Server {
 		typing:            map[string]int{},
 		roles:             map[string][]Role{},
 		history:           map[string][]Message{},
+		failFetches:       map[string]int{},
 	}
 	s.nextID.Store(1000000000000000000)
 	return s
@@ -493,6 +497,14 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m)
 }
 
+// FailFetches makes the next n GET /channels/{id}/messages of channel
+// answer 502, as Discord's REST does in an outage.
+func (s *Server) FailFetches(channel string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failFetches[channel] = n
+}
+
 // maxHistory bounds the messages kept per channel.
 const maxHistory = 1000
 
@@ -520,6 +532,12 @@ func (s *Server) channelMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 	s.mu.Lock()
+	if n := s.failFetches[r.PathValue("channel")]; n > 0 {
+		s.failFetches[r.PathValue("channel")] = n - 1
+		s.mu.Unlock()
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+		return
+	}
 	s.stats.Fetches++
 	var out []Message
 	for _, m := range s.history[r.PathValue("channel")] {
