@@ -663,6 +663,20 @@ func TestAnotherMessageAfterAFailedTurnKeepsTheRolesAlternating(t *testing.T) {
 			}
 		}
 	}
+	// A turn that failed after a tool ran keeps its rounds; the next
+	// message follows the note too, not the tool's result.
+	f := newFixture(t, nil)
+	f.fake.Enqueue(providertest.Reply{ToolCalls: []providertest.ToolCall{{ID: "a", Name: "echo", Args: `{"text":"hi"}`}}},
+		providertest.Reply{Status: 400, ErrorMessage: "bad"})
+	if _, err := f.loop.Process(context.Background(), in("tool", "say hi")); err == nil {
+		t.Fatal("the turn with a tool did not fail")
+	}
+	if _, err := f.loop.Process(context.Background(), in("tool", "and now?")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := transcript(f.db, "tool"), "user:say hi | assistant: | tool:echoed hi in tool | assistant:(No answer: this turn failed.) | user:and now? | assistant:echo: and now?"; got != want {
+		t.Errorf("after a failed turn with a tool: %s\nwant %s", got, want)
+	}
 }
 
 // transcript is session key's history as "role:content | …".

@@ -69,11 +69,13 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		// without a second copy in the history.
 		hist = hist[:n-1]
 		uc = committedUser()
-	case n > 0 && hist[n-1].Role == "user":
-		// Another message after one whose turn failed: two user messages
-		// in a row break the chat templates of many local models
-		// ("roles must alternate"), and every later turn of the chat with
-		// them. The gap is said in the assistant's place.
+	case n > 0 && (hist[n-1].Role == "user" || hist[n-1].Role == "tool"):
+		// Another message after one whose turn failed (before the model
+		// answered, or after tools ran, whose rounds are kept): a user
+		// message right after a user message or a tool result breaks the
+		// chat templates of many local models ("roles must alternate"),
+		// and every later turn of the chat with them. The gap is said in
+		// the assistant's place.
 		lead = []chat.Message{{Role: "assistant", Content: unansweredNote, Time: user.Time}, user}
 		uc = newUserCommit(sess, lead, l.opts.UserCommitGrace)
 	default:
