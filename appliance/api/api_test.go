@@ -60,6 +60,13 @@ func TestJobSummary(t *testing.T) {
 	if got := j.Summary(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
+	// Running now, after a first run the gateway's stop cut off (it has
+	// a result and no time).
+	j.LastRun, j.RunningSince, j.LastResult = nil, &next, "error: interrupted by the gateway's stop; it runs again at the next start"
+	want = `ab12  enabled  every 1 minute  "water the plants", running since 2026-11-27 09:58:00 UTC, last run failed: error: interrupted by the gateway's stop; it runs again at the next start`
+	if got := j.Summary(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
 }
 
 // TestSpan: a duration in the largest unit it is a whole number of, as the

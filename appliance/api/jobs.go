@@ -52,6 +52,8 @@ type Job struct {
 	// LastFailed says the last run, or the delivery of its result, failed:
 	// LastResult then says why.
 	LastFailed bool `json:"last_failed,omitempty"`
+	// RunningSince is when the run in progress began; absent when none is.
+	RunningSince *time.Time `json:"running_since,omitempty"`
 }
 
 // Jobs manages scheduled jobs: the scheduler implements it in the gateway's
@@ -105,12 +107,19 @@ func (j Job) Summary() string {
 	if j.NextRun != nil {
 		sb.WriteString(", next at " + j.NextRun.Local().Format("2006-01-02 15:04:05 MST"))
 	}
-	if j.LastRun != nil {
-		verb := "last ran"
-		if j.LastFailed {
-			verb = "last run failed"
-		}
+	if j.RunningSince != nil {
+		sb.WriteString(", running since " + j.RunningSince.Local().Format("2006-01-02 15:04:05 MST"))
+	}
+	verb := "last ran"
+	if j.LastFailed {
+		verb = "last run failed"
+	}
+	switch {
+	case j.LastRun != nil:
 		fmt.Fprintf(&sb, ", %s %s: %s", verb, j.LastRun.Local().Format("2006-01-02 15:04:05 MST"), firstLine(j.LastResult))
+	case j.LastResult != "":
+		// A run the gateway's stop cut off does not count as one.
+		fmt.Fprintf(&sb, ", %s: %s", verb, firstLine(j.LastResult))
 	}
 	return sb.String()
 }

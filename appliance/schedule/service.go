@@ -265,13 +265,19 @@ const interruptedText = "error: interrupted: the gateway stopped without a clean
 func (s *Service) interruptedLocked(j record) record {
 	s.log.Warn("cron job was running when the gateway last stopped without a clean stop; not run again", "job", j.ID,
 		"started", j.Started.UTC().Format(time.RFC3339))
+	j = interrupted(j)
+	if err := s.opts.Store.Put(store.BucketCron, j.ID, j); err != nil {
+		s.log.Error("recording an interrupted cron run failed", "job", j.ID, "err", err)
+	}
+	return j
+}
+
+// interrupted is j with its run begun at j.Started recorded as cut off.
+func interrupted(j record) record {
 	t := j.Started.UTC().Truncate(time.Second)
 	j.LastRun, j.LastResult, j.LastFailed, j.Started = &t, interruptedText, true, nil
 	if j.Schedule.AtSeconds != nil {
 		j.Enabled, j.NextRun = false, nil
-	}
-	if err := s.opts.Store.Put(store.BucketCron, j.ID, j); err != nil {
-		s.log.Error("recording an interrupted cron run failed", "job", j.ID, "err", err)
 	}
 	return j
 }
@@ -302,6 +308,22 @@ func (s *Service) fire(id string) {
 	// Re-read: the job may have been changed or removed while it ran.
 	var cur record
 	if err := s.opts.Store.Get(store.BucketCron, id, &cur); err != nil {
+		return
+	}
+	if err != nil && s.ctx.Err() != nil {
+		// Cut off by the gateway's stop (a restart, an upgrade), as a
+		// chat's turn is: the run did not count, and a one-time or
+		// interval job runs again at the next start (one missed while
+		// down is made up), as a chat's turn is answered then.
+		cur.Started, cur.LastFailed = nil, true
+		cur.LastResult = "error: interrupted by the gateway's stop"
+		if cur.At != nil || cur.Schedule.EverySeconds != nil {
+			cur.LastResult += "; it runs again at the next start"
+		}
+		s.log.Info("cron job interrupted by the stop", "job", id)
+		if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
+			s.log.Error("recording cron run failed", "job", id, "err", err)
+		}
 		return
 	}
 	cur.LastRun, cur.LastResult, cur.LastFailed, cur.Started = &now, result, err != nil, nil
@@ -457,6 +479,15 @@ func (s *Service) List(context.Context) ([]api.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, r := range recs {
+		if r.Started != nil {
+			if !s.started {
+				// Begun in a gateway that is gone without a clean stop:
+				// listed as its next start will record it.
+				r = interrupted(r)
+			} else {
+				r.RunningSince = r.Started
+			}
+		}
 		jobs[i] = r.Job
 		if !r.Enabled {
 			jobs[i].NextRun = nil

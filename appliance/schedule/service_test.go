@@ -516,7 +516,9 @@ func TestStopWaitsForRunningJob(t *testing.T) {
 }
 
 // Stop cancels a running job's context and returns after it ended and its
-// result was recorded.
+// result was recorded: cut off by the stop, as a chat's turn is, the run
+// does not count, and the one-time job runs at the next start. A restart
+// ended a one-time reminder without ever running it.
 func TestStopCancelsAndRecords(t *testing.T) {
 	running := make(chan struct{})
 	var finished atomic.Bool
@@ -546,11 +548,47 @@ func TestStopCancelsAndRecords(t *testing.T) {
 	if err := db.Get(store.BucketCron, j.ID, &stored); err != nil {
 		t.Fatal(err)
 	}
-	if stored.LastResult != "error: context canceled" {
-		t.Errorf("last_result = %q, want the cancellation recorded", stored.LastResult)
+	if stored.LastResult != "error: interrupted by the gateway's stop; it runs again at the next start" || !stored.LastFailed ||
+		!stored.Enabled || stored.LastRun != nil || stored.Started != nil {
+		t.Errorf("after the stop: enabled %v, last_run %v, started %v, failed %v, result %q; want the interruption recorded and the job still to run",
+			stored.Enabled, stored.LastRun, stored.Started, stored.LastFailed, stored.LastResult)
 	}
 	if err := s.Stop(context.Background()); err != nil {
 		t.Errorf("second Stop = %v", err)
+	}
+	rec := newRecorder()
+	again := newService(t, db, rec.run)
+	start(t, again)
+	if got := waitJob(t, again, j.ID, ran); got.Enabled || got.LastResult != "done" || rec.count() != 1 {
+		t.Errorf("at the next start: %+v, %d runs; want it run once and over", got, rec.count())
+	}
+}
+
+// While a job runs, the list says since when; a run begun in a gateway
+// that is gone without a clean stop is listed offline as its next start
+// will record it.
+func TestListSaysWhatRuns(t *testing.T) {
+	db := storetest.Open(t)
+	running := make(chan struct{})
+	release := make(chan struct{})
+	s := newService(t, db, func(ctx context.Context, j api.Job) (string, error) {
+		close(running)
+		<-release
+		return "ok", nil
+	})
+	start(t, s)
+	defer close(release)
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitClosed(t, running, "the job never started")
+	if got, _ := find(t, s, j.ID); got.RunningSince == nil || got.LastRun != nil {
+		t.Errorf("while it runs: running_since %v, last_run %v", got.RunningSince, got.LastRun)
+	}
+	offline := newService(t, db, nil) // as perch cron list with the gateway gone
+	if got, _ := find(t, offline, j.ID); got.RunningSince != nil || got.Enabled || !got.LastFailed || !strings.Contains(got.LastResult, "interrupted") {
+		t.Errorf("listed offline: %+v; want it as interrupted", got)
 	}
 }
 

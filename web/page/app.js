@@ -902,8 +902,11 @@
       li.appendChild(line);
       li.appendChild(el('p', 'sub', describeSchedule(j) + ' · ' + (j.deliver ? 'sent to ' : 'Perch answers, to ') + target(j)));
       li.appendChild(el('p', 'sub', j.next_run ? 'next ' + when(j.next_run) : 'no next run'));
-      if (j.last_run) {
-        const last = el('p', 'sub' + (j.last_failed ? ' bad' : ''), (j.last_failed ? 'last run failed ' : 'last ran ') + when(j.last_run) + ': ' + (j.last_result || ''));
+      if (j.running_since) li.appendChild(el('p', 'sub', 'running since ' + when(j.running_since)));
+      if (j.last_run || j.last_result) {
+        // A run the gateway's stop cut off has a result and no time.
+        const at = j.last_run ? ' ' + when(j.last_run) : '';
+        const last = el('p', 'sub' + (j.last_failed ? ' bad' : ''), (j.last_failed ? 'last run failed' : 'last ran') + at + ': ' + (j.last_result || ''));
         last.classList.add('last');
         li.appendChild(last);
       }
