@@ -213,3 +213,22 @@ func TestManyMessagesAreFetchedInPages(t *testing.T) {
 	}
 	quiet(t, f, 1+n, 300*time.Millisecond)
 }
+
+// The mark moves with every message and is written within
+// cursorSaveEvery, without a stop: a power cut loses at most that much,
+// which the next fetch asks again and the inbox knows.
+func TestTheMarkIsWrittenWhileRunning(t *testing.T) {
+	f := newFake(t)
+	h := annSaidHello(t, f)
+	m := f.Post(dm(ann, "a second message in a chat already kept"))
+	waitSent(t, f, 2)
+	var cur cursor
+	for deadline := time.Now().Add(cursorSaveEvery + 2*time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ok, err := h.ch.in.LoadState(cursorKey, &cur); err == nil && ok && snowflake(cur.Last) >= snowflake(m.ID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mark was not written while running: %+v, want at least %s", cur, m.ID)
+		}
+	}
+}

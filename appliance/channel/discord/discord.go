@@ -276,26 +276,31 @@ func (c *Channel) gatewayURL(ctx context.Context) (string, error) {
 
 // work turns the gateway's messages into channel messages, in order.
 func (c *Channel) work(ctx context.Context) {
-	tick := time.NewTicker(cursorSaveEvery)
-	defer tick.Stop()
 	defer c.saveCursor()
+	// save fires cursorSaveEvery after the cursor first changed since its
+	// last write; nil while it is unchanged, so an idle board never wakes.
+	var save <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-save:
 			c.saveCursor()
+			save = nil
 		case data := <-c.events:
 			if data == nil {
 				c.catchUp(ctx)
-				continue
+			} else {
+				var m message
+				if err := json.Unmarshal(data, &m); err != nil {
+					c.log.Debug("MESSAGE_CREATE not understood", "err", err)
+					continue
+				}
+				c.handle(ctx, &m)
 			}
-			var m message
-			if err := json.Unmarshal(data, &m); err != nil {
-				c.log.Debug("MESSAGE_CREATE not understood", "err", err)
-				continue
+			if c.curDirty && save == nil {
+				save = time.After(cursorSaveEvery)
 			}
-			c.handle(ctx, &m)
 		}
 	}
 }
