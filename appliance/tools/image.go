@@ -93,15 +93,22 @@ func (g *imageTool) run(ctx context.Context, args Args) Result {
 	if err != nil {
 		return Errorf("generate_image: the image provider failed: %w", err)
 	}
-	uri, mimeType, n, err := dataURI(b64, mimeType)
+	uri, mimeType, n, dims, err := dataURI(b64, mimeType)
 	if err != nil {
 		return Errorf("generate_image: the image provider returned %v", err)
+	}
+	// The size the image has, which a provider may choose otherwise than
+	// asked (the nearest it makes); the one asked for when the image's
+	// header does not say.
+	what := fmt.Sprintf("a %s %s image (%s)", dims, mimeType, formatSize(n))
+	if dims == "" {
+		what = fmt.Sprintf("an %s image (%s; %s was asked for)", mimeType, formatSize(n), size)
 	}
 	id := "img-" + randomHex(4)
 	return Result{
 		Kind: KindBasic,
-		ForLLM: fmt.Sprintf("generated a %s %s image (%s) and showed it to the user on the canvas as node_id=%q",
-			size, mimeType, formatSize(n), id),
+		ForLLM: fmt.Sprintf("generated %s and showed it to the user on the canvas as node_id=%q",
+			what, id),
 		UI: []api.UICommand{{
 			Command: "canvas", Action: "create_node", NodeID: id, Type: "image",
 			Title: truncateRunes(prompt, 80), Content: uri,
@@ -111,38 +118,93 @@ func (g *imageTool) run(ctx context.Context, args Args) Result {
 
 // dataURI checks the provider's base64 (streaming it through a decoder, so
 // a 10 MB image is not decoded into memory), sniffs the type when missing,
-// and returns a data: URI and the decoded size. A provider that already
+// and returns a data: URI, the decoded size, and the pixel size
+// ("<width>x<height>") when the header says it. A provider that already
 // sent a data: URI is accepted as such.
-func dataURI(b64, mimeType string) (string, string, int64, error) {
+func dataURI(b64, mimeType string) (uri, mt string, n int64, dims string, err error) {
+	uri, mt, n, head, err := readImage(b64, mimeType)
+	if err != nil {
+		return "", "", 0, "", err
+	}
+	if w, h, ok := pixelSize(head); ok {
+		dims = fmt.Sprintf("%dx%d", w, h)
+	}
+	return uri, mt, n, dims, nil
+}
+
+// pixelSize reads an image's width and height from its first bytes: PNG's
+// IHDR, GIF's screen, WebP's VP8, VP8L or VP8X chunk, or a JPEG frame
+// header within them.
+func pixelSize(b []byte) (w, h int, ok bool) {
+	be16 := func(p []byte) int { return int(p[0])<<8 | int(p[1]) }
+	le16 := func(p []byte) int { return int(p[0]) | int(p[1])<<8 }
+	switch {
+	case len(b) >= 24 && string(b[:8]) == "\x89PNG\r\n\x1a\n" && string(b[12:16]) == "IHDR":
+		return be16(b[16:18])<<16 | be16(b[18:20]), be16(b[20:22])<<16 | be16(b[22:24]), true
+	case len(b) >= 10 && (string(b[:6]) == "GIF87a" || string(b[:6]) == "GIF89a"):
+		return le16(b[6:8]), le16(b[8:10]), true
+	case len(b) >= 30 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP":
+		switch string(b[12:16]) {
+		case "VP8 ":
+			return le16(b[26:28]) & 0x3fff, le16(b[28:30]) & 0x3fff, true
+		case "VP8L":
+			bits := uint32(b[21]) | uint32(b[22])<<8 | uint32(b[23])<<16 | uint32(b[24])<<24
+			return int(bits&0x3fff) + 1, int(bits>>14&0x3fff) + 1, true
+		case "VP8X":
+			return (int(b[24]) | int(b[25])<<8 | int(b[26])<<16) + 1, (int(b[27]) | int(b[28])<<8 | int(b[29])<<16) + 1, true
+		}
+	case len(b) >= 4 && b[0] == 0xff && b[1] == 0xd8:
+		for i := 2; i+9 < len(b); {
+			if b[i] != 0xff {
+				return 0, 0, false
+			}
+			marker := b[i+1]
+			switch {
+			case marker == 0xff: // fill byte
+				i++
+				continue
+			case marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc:
+				return be16(b[i+7 : i+9]), be16(b[i+5 : i+7]), true
+			}
+			i += 2 + be16(b[i+2:i+4])
+		}
+	}
+	return 0, 0, false
+}
+
+// readImage is dataURI's reading: the URI, the type, the decoded size and
+// the first bytes, where pixelSize looks.
+func readImage(b64, mimeType string) (string, string, int64, []byte, error) {
 	if rest, ok := strings.CutPrefix(b64, "data:"); ok {
 		meta, data, found := strings.Cut(rest, ",")
 		if !found || !strings.HasSuffix(meta, ";base64") {
-			return "", "", 0, fmt.Errorf("a data URI that is not base64")
+			return "", "", 0, nil, fmt.Errorf("a data URI that is not base64")
 		}
 		mimeType, b64 = strings.TrimSuffix(meta, ";base64"), data
 	}
 	if b64 == "" {
-		return "", "", 0, fmt.Errorf("no image data")
+		return "", "", 0, nil, fmt.Errorf("no image data")
 	}
-	head := make([]byte, 512)
+	// Enough for a JPEG's frame header after its EXIF block, mostly.
+	head := make([]byte, 16<<10)
 	dec := base64.NewDecoder(base64.StdEncoding, strings.NewReader(b64))
 	k, err := io.ReadFull(dec, head)
 	if err != nil && err != io.ErrUnexpectedEOF {
-		return "", "", 0, fmt.Errorf("image data that is not base64: %v", err)
+		return "", "", 0, nil, fmt.Errorf("image data that is not base64: %v", err)
 	}
 	rest, err := io.Copy(io.Discard, dec)
 	if err != nil {
-		return "", "", 0, fmt.Errorf("image data that is not base64: %v", err)
+		return "", "", 0, nil, fmt.Errorf("image data that is not base64: %v", err)
 	}
 	if mt, _, err := mime.ParseMediaType(mimeType); err == nil && mt != "" {
 		mimeType = mt
 	} else {
-		mimeType = http.DetectContentType(head[:k])
+		mimeType = http.DetectContentType(head[:min(k, 512)])
 	}
 	if !strings.HasPrefix(mimeType, "image/") {
-		return "", "", 0, fmt.Errorf("data of type %s, not an image", mimeType)
+		return "", "", 0, nil, fmt.Errorf("data of type %s, not an image", mimeType)
 	}
-	return "data:" + mimeType + ";base64," + b64, mimeType, int64(k) + rest, nil
+	return "data:" + mimeType + ";base64," + b64, mimeType, int64(k) + rest, head[:k], nil
 }
 
 func anyStrings(s []string) []any {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"image"
 	"image/color"
+	"image/gif"
+	"image/jpeg"
 	"image/png"
 	"strings"
 	"testing"
@@ -65,7 +67,8 @@ func TestGenerateImageGoesToTheCanvas(t *testing.T) {
 	if ui.Command != "canvas" || ui.Action != "create_node" || ui.Type != "image" || ui.Title != "a robin on a Raspberry Pi, watercolour" {
 		t.Errorf("UI command %+v", ui)
 	}
-	if !strings.Contains(res.ForLLM, `2048x1152 image/png`) || !strings.Contains(res.ForLLM, `node_id="`+ui.NodeID+`"`) {
+	// The size the image has, not the one asked for: the provider chose.
+	if !strings.Contains(res.ForLLM, `generated a 600x400 image/png image`) || !strings.Contains(res.ForLLM, `node_id="`+ui.NodeID+`"`) {
 		t.Errorf("ForLLM = %q", res.ForLLM)
 	}
 	data, ok := strings.CutPrefix(ui.Content, "data:image/png;base64,")
@@ -135,5 +138,44 @@ func TestImageSize(t *testing.T) {
 		if got := ImageSize(in[0], in[1]); got != want {
 			t.Errorf("ImageSize(%q, %q) = %s, want %s", in[0], in[1], got, want)
 		}
+	}
+}
+
+// TestPixelSize reads the size from the headers of the formats image
+// providers answer with.
+func TestPixelSize(t *testing.T) {
+	img := image.NewNRGBA(image.Rect(0, 0, 321, 123))
+	var p, j, g bytes.Buffer
+	must(t, png.Encode(&p, img))
+	must(t, jpeg.Encode(&j, img, nil))
+	must(t, gif.Encode(&g, img, nil))
+	// JPEG with a 9 KB APP1 (EXIF) block before its frame header.
+	exif := append([]byte{0xff, 0xd8, 0xff, 0xe1, 0x23, 0x28}, make([]byte, 0x2326)...)
+	bigJPEG := append(exif, j.Bytes()[2:]...)
+	webp := func(chunk string, body ...byte) []byte {
+		b := append([]byte("RIFF\x00\x00\x00\x00WEBP"+chunk+"\x00\x00\x00\x00"), body...)
+		return append(b, make([]byte, 16)...)
+	}
+	tests := []struct {
+		name string
+		data []byte
+		w, h int
+	}{
+		{"png", p.Bytes(), 321, 123},
+		{"jpeg", j.Bytes(), 321, 123},
+		{"jpeg after EXIF", bigJPEG, 321, 123},
+		{"gif", g.Bytes(), 321, 123},
+		// 1024x576 in each WebP layout.
+		{"webp lossy", webp("VP8 ", 0x9d, 0x2a, 0x01, 0x9d, 0x01, 0x2a, 0x00, 0x04, 0x40, 0x02), 1024, 576},
+		{"webp lossless", webp("VP8L", 0x2f, 0xff, 0xc3, 0x8f, 0x00), 1024, 576},
+		{"webp extended", webp("VP8X", 0, 0, 0, 0, 0xff, 0x03, 0x00, 0x3f, 0x02, 0x00), 1024, 576},
+	}
+	for _, tt := range tests {
+		if w, h, ok := pixelSize(tt.data[:min(len(tt.data), 16<<10)]); !ok || w != tt.w || h != tt.h {
+			t.Errorf("%s: %dx%d %v, want %dx%d", tt.name, w, h, ok, tt.w, tt.h)
+		}
+	}
+	if _, _, ok := pixelSize([]byte("\x89PNG\r\n\x1a\n")); ok {
+		t.Error("a bare PNG signature has a size")
 	}
 }

@@ -89,7 +89,9 @@ func TestChatCanvasAndImageReachUICommands(t *testing.T) {
 		t.Errorf("image command %v", img)
 	}
 	note := providertest.LastTool(h.Fake.Requests()[1].Body)
-	if !strings.HasPrefix(note, "generated a 1024x576 image/png image") || strings.Contains(note, "iVBOR") {
+	// The fake's image is a bare PNG signature: its size unread, the
+	// one asked for is said.
+	if !strings.HasPrefix(note, "generated an image/png image (8 bytes; 1024x576 was asked for)") || strings.Contains(note, "iVBOR") {
 		t.Errorf("the model saw %q", note)
 	}
 }
