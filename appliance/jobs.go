@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perchhq/perch/appliance/agent"
 	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/sandbox"
+	"github.com/perchhq/perch/appliance/schedule"
 )
 
 // runJob carries out a cron firing: deliver the message as is, run the
@@ -41,6 +43,11 @@ func (s *System) runJob(ctx context.Context, j api.Job) (string, error) {
 		in.Channel, in.ChatID = bus.ChannelSystem, "cron-"+j.ID
 	}
 	rep, err := s.Agent.Process(ctx, in)
+	if errors.Is(err, agent.ErrStopped) {
+		// The gateway's stop ends turns before the scheduler's: the run
+		// was cut off, not failed.
+		return "", fmt.Errorf("%w: %w", schedule.ErrStopping, err)
+	}
 	if err != nil {
 		return "", err
 	}

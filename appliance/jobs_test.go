@@ -14,6 +14,7 @@ import (
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/appliance/provider/providertest"
+	"github.com/perchhq/perch/appliance/schedule"
 )
 
 // noEnv keeps the machine's environment out of a test's config.
@@ -151,6 +152,19 @@ func TestRunJobAgentFailure(t *testing.T) {
 	}
 	if got := outbound(sys.Bus); len(got) != 0 {
 		t.Errorf("outbound = %+v after a failed turn", got)
+	}
+}
+
+// A turn the agent's stop ended (the gateway stops the agent before the
+// scheduler) is said to the scheduler as cut off by the stop, not failed.
+func TestRunJobCutOffByTheAgentsStop(t *testing.T) {
+	sys := newCore(t, newFake(t))
+	if err := sys.Agent.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sys.runJob(context.Background(), api.Job{ID: "j1", JobSpec: api.JobSpec{Message: "m"}})
+	if !errors.Is(err, schedule.ErrStopping) {
+		t.Errorf("runJob after the agent stopped = %v, want schedule.ErrStopping", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,15 @@ import (
 
 // ErrNotFound is returned for an unknown job id.
 var ErrNotFound = fmt.Errorf("schedule: %w", api.ErrNoJob)
+
+// runsAgain ends the result of a run the gateway's stop cut off, of a job
+// that runs again at the next start.
+const runsAgain = "; it runs again at the next start"
+
+// ErrStopping is what a Runner's error wraps when the gateway's stop cut
+// the run off before this service's own stop did (the agent stops its
+// turns first): the run is then recorded as interrupted, not failed.
+var ErrStopping = errors.New("schedule: the gateway is stopping")
 
 // Runner carries out a job firing and returns a short result text.
 type Runner func(ctx context.Context, j api.Job) (string, error)
@@ -293,11 +303,14 @@ func (s *Service) fire(id string) {
 	start := time.Now()
 	out, err := s.opts.Run(ctx, j.Job)
 	now := time.Now().UTC().Truncate(time.Second)
+	stopped := err != nil && (s.ctx.Err() != nil || errors.Is(err, ErrStopping))
 	result := out
-	if err != nil {
+	switch {
+	case stopped:
+	case err != nil:
 		result = "error: " + err.Error()
 		s.log.Warn("cron job failed", "job", id, "err", err)
-	} else {
+	default:
 		s.log.Info("cron job ran", "job", id, "took", time.Since(start).Round(time.Millisecond))
 	}
 	if len(result) > 500 {
@@ -310,7 +323,7 @@ func (s *Service) fire(id string) {
 	if err := s.opts.Store.Get(store.BucketCron, id, &cur); err != nil {
 		return
 	}
-	if err != nil && s.ctx.Err() != nil {
+	if stopped {
 		// Cut off by the gateway's stop (a restart, an upgrade), as a
 		// chat's turn is: the run did not count, and a one-time or
 		// interval job runs again at the next start (one missed while
@@ -318,7 +331,7 @@ func (s *Service) fire(id string) {
 		cur.Started, cur.LastFailed = nil, true
 		cur.LastResult = "error: interrupted by the gateway's stop"
 		if cur.At != nil || cur.Schedule.EverySeconds != nil {
-			cur.LastResult += "; it runs again at the next start"
+			cur.LastResult += runsAgain
 		}
 		s.log.Info("cron job interrupted by the stop", "job", id)
 		if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
@@ -538,6 +551,10 @@ func (s *Service) SetEnabled(_ context.Context, id string, on bool) (api.Job, er
 		j.Since = &since
 	}
 	j.Enabled = on
+	if !on {
+		// A run the stop cut off no longer runs at the next start.
+		j.LastResult = strings.TrimSuffix(j.LastResult, runsAgain)
+	}
 	if e, ok := s.entries[id]; ok {
 		s.cron.Remove(e)
 		delete(s.entries, id)

@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"regexp"
@@ -797,5 +798,29 @@ func TestInterruptedRunIsNotRepeated(t *testing.T) {
 	}
 	if j, _ := find(t, s, every.ID); j.NextRun == nil || !j.NextRun.Equal(since.Add(120*time.Second)) {
 		t.Errorf("the interrupted recurring job: next_run %v, want %v (its rhythm)", j.NextRun, since.Add(120*time.Second))
+	}
+}
+
+// A run the gateway's stop cut off before the scheduler's own stop (the
+// agent ends its turns first, and the runner says so with ErrStopping) is
+// interrupted, not failed: the one-time job stays to run at the next
+// start. It was disabled, never run, one stop in six under load. Disabled
+// meanwhile, it no longer says it runs again.
+func TestRunCutOffByTheAgentsStopIsInterrupted(t *testing.T) {
+	db := storetest.Open(t)
+	s := newService(t, db, func(ctx context.Context, j api.Job) (string, error) {
+		return "", fmt.Errorf("%w: agent: shutting down", ErrStopping)
+	})
+	start(t, s)
+	j, err := s.Add(ctx0, api.JobSpec{Message: "m", Schedule: api.Schedule{AtSeconds: i64(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitJob(t, s, j.ID, func(j api.Job) bool { return j.LastResult != "" })
+	if !got.Enabled || got.LastRun != nil || got.LastResult != "error: interrupted by the gateway's stop; it runs again at the next start" {
+		t.Errorf("after the agent's stop: %+v; want it still to run", got)
+	}
+	if got, err = s.SetEnabled(ctx0, j.ID, false); err != nil || got.LastResult != "error: interrupted by the gateway's stop" {
+		t.Errorf("disabled: %q, %v; want the promise to run again gone", got.LastResult, err)
 	}
 }
