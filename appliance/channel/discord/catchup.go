@@ -182,7 +182,7 @@ func (c *Channel) catchUp(ctx context.Context) {
 			}
 		case more:
 			from = msgs[len(msgs)-1].ID
-			c.log.Warn("more Discord messages were written while disconnected than are fetched at once; the rest at the next session", "chat", chat.ID, "fetched", len(msgs))
+			c.log.Warn("more Discord messages were written while disconnected than are fetched at once (the bot's own count too); the rest at the next session", "chat", chat.ID, "fetched", len(msgs))
 		}
 		if chat.From != from {
 			chat.From, c.curDirty = from, true
