@@ -513,6 +513,10 @@ func TestLastActiveIsATrustedOneToOneChat(t *testing.T) {
 	f.loop.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "9", Text: "/help"})
 	f.loop.Process(ctx, bus.Inbound{Channel: "line", ChatID: "Ustranger", Text: "/help", RestrictTools: true})
 	f.loop.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "-100", Text: "/help", Metadata: map[string]string{"group": "true"}})
+	// A job that answers into the group, an API caller naming it: turns
+	// of other conversations, which say nothing of who reads the chat.
+	f.loop.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "-100", SessionKey: "cron:0badc0de", Text: "/help"})
+	f.loop.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "-100", SessionKey: "rest:default", Text: "/help"})
 	if ch, chat := f.loop.LastActive(nil); ch != "telegram" || chat != "9" {
 		t.Errorf("last active %s:%s, want the owner's telegram:9", ch, chat)
 	}
@@ -578,12 +582,16 @@ func TestTheKeptChatFollowsTheOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	again.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "2", Text: "/help"})
-	time.Sleep(20 * time.Millisecond)
+	if err := again.Stop(ctx); err != nil { // waits for a write
+		t.Fatal(err)
+	}
 	if err := f.db.Get(store.BucketMeta, "chat_routes", &kept); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the same chat again after a restart was written: %v (%v)", kept, err)
 	}
-	again.Process(ctx, bus.Inbound{Channel: "slack", ChatID: "D1", Text: "/help"})
-	if err := again.Stop(ctx); err != nil {
+	third := agent.New(agent.Options{Store: f.db, Tools: f.reg, Bus: f.bus, Workspace: t.TempDir(), Log: slog.New(slog.DiscardHandler)})
+	third.Process(ctx, bus.Inbound{Channel: "telegram", ChatID: "2", Text: "/help"})
+	third.Process(ctx, bus.Inbound{Channel: "slack", ChatID: "D1", Text: "/help"})
+	if err := third.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.db.Get(store.BucketMeta, "chat_routes", &kept); err != nil || fmt.Sprint(kept) != "[[slack D1] [telegram 2]]" {

@@ -88,10 +88,12 @@ type Loop struct {
 	routesKept   bool // the store had a list
 	// routeSaving is set while a goroutine writes routes to the store;
 	// routeAgain asks it for one more write, as they changed meanwhile.
-	routeSaving, routeAgain bool
-	windows                 windows
-	subagents               *Subagents
-	started                 time.Time
+	// routesStopped (set by Stop) starts no write any more.
+	routeSaving, routeAgain, routesStopped bool
+	routesWG                               sync.WaitGroup
+	windows                                windows
+	subagents                              *Subagents
+	started                                time.Time
 	// base is cancelled by Stop: every turn's context derives from it, so
 	// shutting down cancels turns in flight instead of waiting for them.
 	base       context.Context
@@ -270,6 +272,7 @@ func (l *Loop) Stop(ctx context.Context) error {
 		l.consumerWG.Wait()
 		l.turnsWG.Wait()
 		l.subagents.wait()
+		l.stopRoutes()
 		close(done)
 	}()
 	select {

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"strings"
+
 	"github.com/perchhq/perch/appliance/bus"
 	"github.com/perchhq/perch/store"
 )
@@ -76,9 +78,16 @@ func (l *Loop) LastActive(skip func(channel string) bool) (channel, chatID strin
 }
 
 // noteRoute puts in's chat first among the routes when it is a trusted
-// one-to-one chat.
+// one-to-one chat speaking in its own conversation: a job's turn (session
+// cron:<id>) or an API caller's that names a chat says nothing of who
+// reads it, and a job that answers into a group made the group the
+// owner's chat.
 func (l *Loop) noteRoute(in bus.Inbound) {
 	if bus.IsInternal(in.Channel) || in.ChatID == "" || in.RestrictTools || in.Metadata["group"] == "true" {
+		return
+	}
+	own := in.Channel + ":" + in.ChatID
+	if key := in.Key(); key != own && !strings.HasPrefix(key, own+":") {
 		return
 	}
 	r := route{in.Channel, in.ChatID}
@@ -96,7 +105,7 @@ func (l *Loop) noteRoute(in bus.Inbound) {
 		}
 	}
 	l.routes = rs
-	if l.opts.Store == nil {
+	if l.opts.Store == nil || l.routesStopped {
 		return
 	}
 	if l.routeSaving {
@@ -106,13 +115,22 @@ func (l *Loop) noteRoute(in bus.Inbound) {
 	// Written beside the turn, not in its way: routes lost to a power cut
 	// only send the next notice where the one before went.
 	l.routeSaving = true
-	l.turnsWG.Add(1)
+	l.routesWG.Add(1)
 	go l.saveRoutes()
+}
+
+// stopRoutes waits for the routes' write and lets no other begin: the
+// store closes after the loop stops.
+func (l *Loop) stopRoutes() {
+	l.routesMu.Lock()
+	l.routesStopped = true
+	l.routesMu.Unlock()
+	l.routesWG.Wait()
 }
 
 // saveRoutes writes the routes to the store until they no longer change.
 func (l *Loop) saveRoutes() {
-	defer l.turnsWG.Done()
+	defer l.routesWG.Done()
 	for {
 		l.routesMu.Lock()
 		rs := append([]route(nil), l.routes...)
