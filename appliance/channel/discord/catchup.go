@@ -50,6 +50,14 @@ const (
 	// message days old comes too late to help, as Telegram keeps
 	// undelivered updates for a day.
 	catchUpWindow = 24 * time.Hour
+	// catchUpChatAge is how long a chat stays in the list after its last
+	// message reached the agent: someone who writes once a week is still
+	// answered after a restart.
+	catchUpChatAge = 30 * 24 * time.Hour
+	// catchUpFor bounds a whole catch-up: the session's own messages wait
+	// behind it (and, their queue full, the connection's heartbeats).
+	// Chats not fetched in time are fetched at the next session.
+	catchUpFor = time.Minute
 	// catchUpPage is Discord's most messages per call; catchUpPages
 	// bounds the calls per chat and session (the rest waits for the
 	// next session, from the chat's From).
@@ -148,18 +156,30 @@ func (c *Channel) catchUp(ctx context.Context) {
 	}
 	now := time.Now()
 	floor := snowflakeAt(now.Add(-catchUpWindow))
+	fctx, cancel := context.WithTimeout(ctx, catchUpFor)
+	defer cancel()
 	var all []*message
-	for i := range c.cur.Chats {
-		chat := &c.cur.Chats[i]
-		if now.Sub(time.Unix(chat.At, 0)) > catchUpWindow {
+	// Where each chat's next fetch begins, applied only once what was
+	// fetched has been received: a stop half-way must not move a chat
+	// past messages nobody received.
+	from := map[string]string{}
+	for _, chat := range c.cur.Chats {
+		if now.Sub(time.Unix(chat.At, 0)) > catchUpChatAge {
 			continue
 		}
 		after := mark
-		if from := snowflake(chat.From); from != 0 && from < after {
-			after = from
+		if f := snowflake(chat.From); f != 0 && f < after {
+			after = f
 		}
 		after = max(after, floor)
-		msgs, more, err := c.fetchChat(ctx, chat.ID, after)
+		if fctx.Err() != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			from[chat.ID] = strconv.FormatUint(after, 10) // out of time: the next session
+			continue
+		}
+		msgs, more, err := c.fetchChat(fctx, chat.ID, after)
 		if ctx.Err() != nil {
 			return
 		}
@@ -172,27 +192,36 @@ func (c *Channel) catchUp(ctx context.Context) {
 			}
 		}
 		all = append(all, msgs...)
-		from := ""
 		switch {
 		case err != nil:
 			c.log.Warn("cannot fetch the Discord messages written while disconnected; trying again at the next session", "chat", chat.ID, "err", err)
-			from = strconv.FormatUint(after, 10)
+			from[chat.ID] = strconv.FormatUint(after, 10)
 			if len(msgs) > 0 {
-				from = msgs[len(msgs)-1].ID
+				from[chat.ID] = msgs[len(msgs)-1].ID
 			}
 		case more:
-			from = msgs[len(msgs)-1].ID
+			from[chat.ID] = msgs[len(msgs)-1].ID
 			c.log.Warn("more Discord messages were written while disconnected than are fetched at once (the bot's own count too); the rest at the next session", "chat", chat.ID, "fetched", len(msgs))
-		}
-		if chat.From != from {
-			chat.From, c.curDirty = from, true
+		default:
+			from[chat.ID] = ""
 		}
 	}
 	slices.SortFunc(all, func(a, b *message) int { return cmp.Compare(snowflake(a.ID), snowflake(b.ID)) })
 	received := 0
 	for _, m := range all {
+		if ctx.Err() != nil {
+			return
+		}
 		if c.handle(ctx, m) {
 			received++
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	for i := range c.cur.Chats {
+		if f, ok := from[c.cur.Chats[i].ID]; ok && c.cur.Chats[i].From != f {
+			c.cur.Chats[i].From, c.curDirty = f, true
 		}
 	}
 	if received > 0 {

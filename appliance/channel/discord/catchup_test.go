@@ -10,6 +10,7 @@ import (
 	"github.com/perchhq/perch/appliance/channel/channeltest"
 	"github.com/perchhq/perch/appliance/channel/discord/discordtest"
 	"github.com/perchhq/perch/appliance/config"
+	"github.com/perchhq/perch/store"
 )
 
 // TestMessagesWrittenWhileStoppedAreAnswered: Discord does not deliver
@@ -230,5 +231,33 @@ func TestTheMarkIsWrittenWhileRunning(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the mark was not written while running: %+v, want at least %s", cur, m.ID)
 		}
+	}
+}
+
+// A chat whose last message reached the agent days ago is still fetched:
+// someone who writes once a week is answered after a restart. Chats were
+// passed over a day after they were last talked in.
+func TestAChatQuietForDaysIsFetched(t *testing.T) {
+	f := newFake(t)
+	h := stoppedAfterTalking(t, f, setup{section: func(s *config.ChannelSection) { s.AllowFrom = []string{"ann"} }})
+	db, err := store.Open(h.env.StorePath, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur cursor
+	if err := db.Get(store.BucketChannels, Name+"/"+cursorKey, &cur); err != nil {
+		t.Fatal(err)
+	}
+	for i := range cur.Chats {
+		cur.Chats[i].At = time.Now().Add(-3 * 24 * time.Hour).Unix()
+	}
+	if err := db.Put(store.BucketChannels, Name+"/"+cursorKey, cur); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	f.Post(dm(ann, "are you there?"))
+	restart(t, h)
+	if got := waitSent(t, f, 3)[2]; got.Content != "echo: are you there?" {
+		t.Errorf("after a restart, three days after the chat was last talked in: %+v", got)
 	}
 }

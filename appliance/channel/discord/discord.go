@@ -288,6 +288,9 @@ func (c *Channel) work(ctx context.Context) {
 			c.saveCursor()
 			save = nil
 		case data := <-c.events:
+			if ctx.Err() != nil {
+				return // stopping: what was queued is fetched at the next session
+			}
 			if data == nil {
 				c.catchUp(ctx)
 			} else {
@@ -314,6 +317,11 @@ func (c *Channel) handle(ctx context.Context, m *message) bool {
 	talked := ok && (!msg.IsGroup || msg.Mentioned || msg.ReplyToBot) && c.in.Admits(msg)
 	if ok {
 		c.receive(ctx, msg)
+	}
+	if ctx.Err() != nil {
+		// Abandoned by the stop (not stored, or a mention not checked):
+		// the mark stays before it, so the next session fetches it.
+		return false
 	}
 	changed, added := c.cur.saw(m, talked, time.Now())
 	c.curDirty = c.curDirty || changed
