@@ -26,8 +26,9 @@ type record struct {
 	Since *time.Time `json:"since,omitempty"`
 	// Started is when the run in progress began, written before the run
 	// and cleared with its result. Found set at start, it is a run that
-	// a power cut or a kill ended without a result: it may have sent its
-	// message or run its command already, so it is not run again.
+	// ended without a result (a power cut, a kill, a stop that could not
+	// wait for it): it may have sent its message or run its command
+	// already, so it is not run again.
 	Started *time.Time `json:"started,omitempty"`
 }
 

@@ -271,7 +271,9 @@ const interruptedText = "error: interrupted: the gateway stopped without a clean
 // message, run its command or used tools before the power went, and twice
 // can be worse than once missed (a relay switched twice, a reminder sent
 // twice). The job goes on with its next run; a one-time job is over. A
-// graceful stop never leaves this: it cancels the run and records it.
+// graceful stop leaves this only when its deadline passed before the run
+// ended (a command or a provider that ignored the cancel): it cancels the
+// run and records it otherwise.
 func (s *Service) interruptedLocked(j record) record {
 	s.log.Warn("cron job was running when the gateway last stopped without a clean stop; not run again", "job", j.ID,
 		"started", j.Started.UTC().Format(time.RFC3339))
@@ -323,11 +325,27 @@ func (s *Service) fire(id string) {
 	if err := s.opts.Store.Get(store.BucketCron, id, &cur); err != nil {
 		return
 	}
+	if stopped && cur.Command != "" {
+		// A command the stop killed may have done part of its work (a
+		// relay switched, a file half written): as after a power cut,
+		// it is not run again.
+		cur.Started = &start
+		cur = interrupted(cur)
+		cur.LastResult = "error: interrupted by the gateway's stop while its command ran; not run again, as it may have done part of its work"
+		s.log.Warn("cron job's command interrupted by the stop; not run again", "job", id)
+		if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
+			s.log.Error("recording cron run failed", "job", id, "err", err)
+		}
+		s.changed()
+		return
+	}
 	if stopped {
-		// Cut off by the gateway's stop (a restart, an upgrade), as a
-		// chat's turn is: the run did not count, and a one-time or
-		// interval job runs again at the next start (one missed while
-		// down is made up), as a chat's turn is answered then.
+		// A message to send or the agent's turn, cut off by the
+		// gateway's stop (a restart, an upgrade): the run did not count,
+		// and a one-time or interval job runs again at the next start
+		// (one missed while down is made up), as a chat's turn cut off
+		// by a stop is answered then (the turn's rounds that ran tools
+		// are in its session, for the model to see).
 		cur.Started, cur.LastFailed = nil, true
 		cur.LastResult = "error: interrupted by the gateway's stop"
 		if cur.At != nil || cur.Schedule.EverySeconds != nil {
@@ -337,6 +355,7 @@ func (s *Service) fire(id string) {
 		if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
 			s.log.Error("recording cron run failed", "job", id, "err", err)
 		}
+		s.changed()
 		return
 	}
 	cur.LastRun, cur.LastResult, cur.LastFailed, cur.Started = &now, result, err != nil, nil

@@ -781,6 +781,7 @@ func TestInterruptedRunIsNotRepeated(t *testing.T) {
 	s := newService(t, db, rec.run)
 	start(t, s)
 	waitJob(t, s, never.ID, ran)
+	time.Sleep(200 * time.Millisecond) // a job fired wrongly would have run by now
 	if (<-rec.fire).Message != "late" || rec.count() != 1 {
 		t.Fatalf("%d runs at start, want only the job that never began", rec.count())
 	}
@@ -822,5 +823,42 @@ func TestRunCutOffByTheAgentsStopIsInterrupted(t *testing.T) {
 	}
 	if got, err = s.SetEnabled(ctx0, j.ID, false); err != nil || got.LastResult != "error: interrupted by the gateway's stop" {
 		t.Errorf("disabled: %q, %v; want the promise to run again gone", got.LastResult, err)
+	}
+}
+
+// A command the gateway's stop killed may have done part of its work: as
+// after a power cut, its run is not repeated at the next start (a relay
+// switched twice). A clean restart ran such a command again.
+func TestCommandCutOffByTheStopIsNotRepeated(t *testing.T) {
+	db := storetest.Open(t)
+	running := make(chan struct{})
+	s := newService(t, db, func(ctx context.Context, j api.Job) (string, error) {
+		close(running)
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.Add(ctx0, api.JobSpec{Command: "relay on; sleep 5; relay off", Schedule: api.Schedule{AtSeconds: i64(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitClosed(t, running, "the job never started")
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var stored record
+	if err := db.Get(store.BucketCron, j.ID, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Enabled || stored.LastRun == nil || !stored.LastFailed || !strings.Contains(stored.LastResult, "while its command ran; not run again") {
+		t.Errorf("after the stop: enabled %v, last_run %v, result %q; want it over, not to run again", stored.Enabled, stored.LastRun, stored.LastResult)
+	}
+	rec := newRecorder()
+	start(t, newService(t, db, rec.run))
+	time.Sleep(200 * time.Millisecond)
+	if rec.count() != 0 {
+		t.Errorf("the command ran again at the next start")
 	}
 }

@@ -853,7 +853,7 @@ func TestCronRunCutOffByAKillIsNotRepeated(t *testing.T) {
 	for _, j := range jobs {
 		if j["id"] == id {
 			found = true
-			if j["last_failed"] != true || j["enabled"] != false || !strings.Contains(fmt.Sprint(j["last_result"]), "interrupted") {
+			if j["last_failed"] != true || j["enabled"] != false || !strings.Contains(fmt.Sprint(j["last_result"]), "interrupted") || j["running_since"] != nil {
 				t.Errorf("the job after the restart: %v; want it over and its run listed as interrupted", j)
 			}
 		}
