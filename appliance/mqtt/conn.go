@@ -27,6 +27,9 @@ type linkState struct {
 	// granted: until then a request published is not delivered to the
 	// board, so the link is not ready.
 	subscribed bool
+	// gen counts connections, so a subscription granted on one that has
+	// dropped since does not make the next ready.
+	gen uint64
 	since      time.Time // of the current state
 	upAt       time.Time // when the last connection came up
 	// problem is why the link is down, with the key to fix when it is a
@@ -147,6 +150,7 @@ func (l *Link) onConnectionUp(_ *autopaho.ConnectionManager, ca *paho.Connack) {
 		l.st.reconnects++
 	}
 	l.st.state, l.st.connected, l.st.problem, l.st.subscribed = "connected", true, "", false
+	l.st.gen++
 	l.st.since, l.st.upAt = time.Now(), time.Now()
 	l.mu.Unlock()
 	l.log.Info("connected to the MQTT broker", "broker", l.broker.String(), "session_present", ca.SessionPresent)

@@ -361,4 +361,7 @@ func TestNotReadyUntilSubscribed(t *testing.T) {
 	if ok, msg := l.Check(context.Background()); ok || !strings.Contains(msg, "subscribing to perch/kitchen/agent/request") {
 		t.Errorf("connected, not yet subscribed: %v %q; want not ready, saying so", ok, msg)
 	}
+	if !l.unsubscribed() {
+		t.Error("a connection without its subscriptions is not asked for them again")
+	}
 }

@@ -65,6 +65,9 @@ func (l *Link) run(ctx context.Context) {
 			}
 			l.flushUSB(ctx)
 		case <-tick.C:
+			if l.unsubscribed() {
+				l.subscribe(ctx)
+			}
 			l.publishStates(ctx, time.Since(l.pub.lastFull) >= l.interval-l.sample/2)
 		}
 	}
@@ -95,6 +98,9 @@ func (l *Link) subscribe(ctx context.Context) error {
 	if cm == nil {
 		return ErrNotConnected
 	}
+	l.mu.Lock()
+	gen := l.st.gen
+	l.mu.Unlock()
 	subs := []paho.SubscribeOptions{
 		// A request left retained on the broker is not a new one: it was
 		// answered again at every start.
@@ -119,9 +125,18 @@ func (l *Link) subscribe(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	l.st.subscribed = true
+	l.st.subscribed = l.st.connected && l.st.gen == gen
 	l.mu.Unlock()
 	return nil
+}
+
+// unsubscribed reports whether the link is connected but its
+// subscriptions were not granted (a subscribe that timed out): they are
+// asked for again at the next sample instead of at the next connection.
+func (l *Link) unsubscribed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st.connected && !l.st.subscribed && len(l.st.refusals) == 0
 }
 
 // publishStates reads the sensors and publishes their values and
