@@ -437,23 +437,26 @@ func validText(b []byte, midRune bool) string {
 	for i := 0; midRune && i < utf8.UTFMax-1 && len(rest) > 0 && !utf8.RuneStart(rest[0]); i++ {
 		rest = rest[1:]
 	}
-	bad := 0
+	// Runs, as the text shows each run of such bytes as one U+FFFD.
+	runs, inRun := 0, false
 	for len(rest) > 0 {
 		r, n := utf8.DecodeRune(rest)
-		if r == utf8.RuneError && n == 1 {
-			bad++
+		bad := r == utf8.RuneError && n == 1
+		if bad && !inRun {
+			runs++
 		}
+		inRun = bad
 		rest = rest[n:]
 	}
 	text := strings.ToValidUTF8(string(b), "\uFFFD")
-	if bad == 0 {
+	if runs == 0 {
 		return text
 	}
-	count := "1 byte is"
-	if bad > 1 {
-		count = fmt.Sprintf("%d bytes are", bad)
+	count := "1 \uFFFD stands"
+	if runs > 1 {
+		count = fmt.Sprintf("%d \uFFFD stand", runs)
 	}
-	return text + fmt.Sprintf("\n[not UTF-8: %s no UTF-8 (shown as \uFFFD); the file is in another encoding (Latin-1, Windows-1252?): do not write it back from this text, which would lose those characters; convert it with exec, e.g. iconv -f latin1 -t utf-8]", count)
+	return text + fmt.Sprintf("\n[not UTF-8: %s for bytes in another encoding (Latin-1, Windows-1252?): do not write the file back from this text, which would lose those characters; convert it with exec, e.g. iconv -f latin1 -t utf-8]", count)
 }
 
 // cutPoint picks where to end a partial read: after the last full line when

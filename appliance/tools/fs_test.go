@@ -224,6 +224,7 @@ func TestReadFile(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(fx.ws, "image.png"), []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), 0o644))
 	must(t, os.WriteFile(filepath.Join(fx.ws, "latin1.txt"), []byte("caf\xe9\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(fx.ws, "utf8.txt"), []byte("caf\u00e9\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(fx.ws, "cp1252.txt"), []byte("\x93caf\xe9\x94 \xe0 la cr\xe8me\n"), 0o644))
 	tests := []struct {
 		name    string
 		args    map[string]any
@@ -235,7 +236,9 @@ func TestReadFile(t *testing.T) {
 		{"empty", map[string]any{"path": "empty.txt"}, "(empty.txt is empty)", nil},
 		// The model is told, so it does not write the file back from
 		// this text and lose its characters.
-		{"invalid UTF-8 replaced and said", map[string]any{"path": "latin1.txt"}, "caf\uFFFD\n\n[not UTF-8: 1 byte is no UTF-8 (shown as \uFFFD); the file is in another encoding (Latin-1, Windows-1252?): do not write it back from this text, which would lose those characters; convert it with exec, e.g. iconv -f latin1 -t utf-8]", nil},
+		{"invalid UTF-8 replaced and said", map[string]any{"path": "latin1.txt"}, "caf\uFFFD\n\n[not UTF-8: 1 \uFFFD stands for bytes in another encoding (Latin-1, Windows-1252?): do not write the file back from this text, which would lose those characters; convert it with exec, e.g. iconv -f latin1 -t utf-8]", nil},
+		// Each run of such bytes is one U+FFFD, and counted so.
+		{"runs counted as shown", map[string]any{"path": "cp1252.txt"}, "\uFFFDcaf\uFFFD \uFFFD la cr\uFFFDme\n\n[not UTF-8: 4 \uFFFD stand for bytes in another encoding (Latin-1, Windows-1252?): do not write the file back from this text, which would lose those characters; convert it with exec, e.g. iconv -f latin1 -t utf-8]", nil},
 		// A read that starts inside a character is no other encoding.
 		{"offset inside a character", map[string]any{"path": "utf8.txt", "offset": 4}, "\uFFFD\n\n[end of file: bytes 4-6 of 6 shown]", nil},
 		{"missing", map[string]any{"path": "nope.txt"}, "", []string{`"nope.txt" does not exist; use list_dir to see what is there`}},
