@@ -29,9 +29,9 @@ type linkState struct {
 	subscribed bool
 	// gen counts connections, so a subscription granted on one that has
 	// dropped since does not make the next ready.
-	gen uint64
-	since      time.Time // of the current state
-	upAt       time.Time // when the last connection came up
+	gen   uint64
+	since time.Time // of the current state
+	upAt  time.Time // when the last connection came up
 	// problem is why the link is down, with the key to fix when it is a
 	// setting (login, certificate, client id).
 	problem    string
