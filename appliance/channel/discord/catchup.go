@@ -26,6 +26,9 @@ type cursor struct {
 	Last string `json:"last"`
 	// Chats are the chats talked in lately, the newest first.
 	Chats []chatRef `json:"chats"`
+	// Waiting are chats of senders not (yet) admitted, the newest first:
+	// a sender the owner approves meanwhile has the chat fetched too.
+	Waiting []chatRef `json:"waiting,omitempty"`
 }
 
 // chatRef is a chat talked in: a server's channel or thread (Guild set),
@@ -40,12 +43,18 @@ type chatRef struct {
 	// before Last: its fetch failed, or stopped at catchUpPages, so what
 	// came after From there was not received.
 	From string `json:"from,omitempty"`
+	// Sender and User name the sender of a waiting chat's message.
+	Sender string `json:"sender,omitempty"`
+	User   string `json:"user,omitempty"`
 }
 
 const (
 	cursorKey = "cursor"
 	// catchUpChats bounds the chats asked at a new session: a call each.
 	catchUpChats = 20
+	// catchUpWaiting bounds the chats of senders not admitted kept in
+	// case the owner approves one.
+	catchUpWaiting = 10
 	// catchUpWindow is how far back the fetch goes: an answer to a
 	// message days old comes too late to help, as Telegram keeps
 	// undelivered updates for a day.
@@ -122,6 +131,46 @@ func (c *cursor) saw(m *message, talked bool, now time.Time) (changed, added boo
 	return true, i < 0
 }
 
+// waiting notes m's chat as one whose sender was not admitted, and
+// reports whether the list changed.
+func (c *cursor) waiting(m *message, now time.Time) bool {
+	if m.ChannelID == "" || m.Author == nil {
+		return false
+	}
+	if i := slices.IndexFunc(c.Waiting, func(r chatRef) bool { return r.ID == m.ChannelID && r.Sender == m.Author.ID }); i >= 0 {
+		c.Waiting = slices.Delete(c.Waiting, i, i+1)
+	}
+	c.Waiting = slices.Insert(c.Waiting, 0, chatRef{ID: m.ChannelID, Guild: m.GuildID, At: now.Unix(), Sender: m.Author.ID, User: m.Author.Username})
+	if len(c.Waiting) > catchUpWaiting {
+		c.Waiting = c.Waiting[:catchUpWaiting]
+	}
+	return true
+}
+
+// admitted moves the waiting chats whose sender admits now decides
+// admitted (the owner approved them) to the chats talked in, and reports
+// whether any moved.
+func (c *cursor) admitted(admits func(id, username string) bool) bool {
+	moved := false
+	for i := 0; i < len(c.Waiting); {
+		w := c.Waiting[i]
+		if !admits(w.Sender, w.User) {
+			i++
+			continue
+		}
+		c.Waiting = slices.Delete(c.Waiting, i, i+1)
+		if !slices.ContainsFunc(c.Chats, func(r chatRef) bool { return r.ID == w.ID }) {
+			w.Sender, w.User = "", ""
+			c.Chats = slices.Insert(c.Chats, 0, w)
+			if len(c.Chats) > catchUpChats {
+				c.Chats = c.Chats[:catchUpChats]
+			}
+		}
+		moved = true
+	}
+	return moved
+}
+
 // loadCursor reads the kept cursor; a missing or unreadable one is empty.
 func (c *Channel) loadCursor() {
 	var cur cursor
@@ -155,6 +204,9 @@ func (c *Channel) catchUp(ctx context.Context) {
 		return // nothing seen yet: a first start
 	}
 	now := time.Now()
+	if c.cur.admitted(func(id, username string) bool { return c.in.Admits(channel.Message{SenderID: id, Username: username}) }) {
+		c.curDirty = true
+	}
 	floor := snowflakeAt(now.Add(-catchUpWindow))
 	fctx, cancel := context.WithTimeout(ctx, catchUpFor)
 	defer cancel()

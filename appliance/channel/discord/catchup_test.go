@@ -261,3 +261,29 @@ func TestAChatQuietForDaysIsFetched(t *testing.T) {
 		t.Errorf("after a restart, three days after the chat was last talked in: %+v", got)
 	}
 }
+
+// A sender the owner approves has their chat fetched too: what they wrote
+// after the approval, while the gateway restarted, was lost, since their
+// chat had never reached the agent.
+func TestAnApprovedSendersChatIsFetched(t *testing.T) {
+	f := newFake(t)
+	h := annSaidHello(t, f)
+	f.Post(dm(bob, "may I?"))
+	answer := waitSent(t, f, 2)[1]
+	_, rest, ok := strings.Cut(answer.Content, "approve ")
+	if !ok {
+		t.Fatalf("no pairing code in %q", answer.Content)
+	}
+	if _, err := h.env.Hub.Approve(strings.Fields(rest)[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitSent(t, f, 3) // "You have been approved"
+	h.env.Stop()
+	f.Post(dm(bob, "thanks, written while stopped"))
+	h2 := start(t, f, setup{env: channeltest.Options{StorePath: h.env.StorePath, Provider: h.env.Provider, Workspace: h.env.Workspace},
+		section: func(s *config.ChannelSection) { s.AllowFrom = []string{"ann", bob.ID} }}) // as the approval saved it
+	h2.connected(t)
+	if got := waitSent(t, f, 4)[3]; got.Content != "echo: thanks, written while stopped" || got.ChannelID != "dm-"+bob.ID {
+		t.Errorf("after the restart: %+v", got)
+	}
+}

@@ -314,7 +314,8 @@ func (c *Channel) work(ctx context.Context) {
 // code would otherwise push the owner's chats out of the list.
 func (c *Channel) handle(ctx context.Context, m *message) bool {
 	msg, ok := c.message(ctx, m)
-	talked := ok && (!msg.IsGroup || msg.Mentioned || msg.ReplyToBot) && c.in.Admits(msg)
+	addressed := ok && (!msg.IsGroup || msg.Mentioned || msg.ReplyToBot)
+	talked := addressed && c.in.Admits(msg)
 	if ok {
 		c.receive(ctx, msg)
 	}
@@ -324,6 +325,9 @@ func (c *Channel) handle(ctx context.Context, m *message) bool {
 		return false
 	}
 	changed, added := c.cur.saw(m, talked, time.Now())
+	if addressed && !talked && c.cur.waiting(m, time.Now()) {
+		changed = true
+	}
 	c.curDirty = c.curDirty || changed
 	if added {
 		c.saveCursor()
