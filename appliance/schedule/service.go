@@ -333,10 +333,7 @@ func (s *Service) fire(id string) {
 		cur = interrupted(cur)
 		cur.LastResult = "error: interrupted by the gateway's stop while its command ran; not run again, as it may have done part of its work"
 		s.log.Warn("cron job's command interrupted by the stop; not run again", "job", id)
-		if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
-			s.log.Error("recording cron run failed", "job", id, "err", err)
-		}
-		s.changed()
+		s.saveRun(cur)
 		return
 	}
 	if stopped {
@@ -352,10 +349,7 @@ func (s *Service) fire(id string) {
 			cur.LastResult += runsAgain
 		}
 		s.log.Info("cron job interrupted by the stop", "job", id)
-		if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
-			s.log.Error("recording cron run failed", "job", id, "err", err)
-		}
-		s.changed()
+		s.saveRun(cur)
 		return
 	}
 	cur.LastRun, cur.LastResult, cur.LastFailed, cur.Started = &now, result, err != nil, nil
@@ -368,8 +362,13 @@ func (s *Service) fire(id string) {
 	} else {
 		cur.NextRun = s.nextLocked(id)
 	}
-	if err := s.opts.Store.Put(store.BucketCron, id, cur); err != nil {
-		s.log.Error("recording cron run failed", "job", id, "err", err)
+	s.saveRun(cur)
+}
+
+// saveRun stores a run's outcome and tells the page.
+func (s *Service) saveRun(j record) {
+	if err := s.opts.Store.Put(store.BucketCron, j.ID, j); err != nil {
+		s.log.Error("recording cron run failed", "job", j.ID, "err", err)
 	}
 	s.changed()
 }

@@ -258,7 +258,7 @@ func (c *Channel) catchUp(ctx context.Context) {
 			from[chat.ID] = ""
 		}
 	}
-	slices.SortFunc(all, func(a, b *message) int { return cmp.Compare(snowflake(a.ID), snowflake(b.ID)) })
+	slices.SortFunc(all, byID)
 	received := 0
 	for _, m := range all {
 		if ctx.Err() != nil {
@@ -282,6 +282,9 @@ func (c *Channel) catchUp(ctx context.Context) {
 	c.saveCursor()
 }
 
+// byID orders messages oldest first: snowflakes grow with time.
+func byID(a, b *message) int { return cmp.Compare(snowflake(a.ID), snowflake(b.ID)) }
+
 // fetchChat fetches chat's messages after id after, oldest first: up to
 // catchUpPages calls, each tried again after a failure for now. more says
 // that messages are left; an error comes with what was fetched before it.
@@ -301,7 +304,7 @@ func (c *Channel) fetchChat(ctx context.Context, chat string, after uint64) (msg
 			return msgs, false, err
 		}
 		page = slices.DeleteFunc(page, func(m *message) bool { return m == nil || snowflake(m.ID) <= after })
-		slices.SortFunc(page, func(a, b *message) int { return cmp.Compare(snowflake(a.ID), snowflake(b.ID)) })
+		slices.SortFunc(page, byID)
 		msgs = append(msgs, page...)
 		if len(page) < catchUpPage {
 			return msgs, false, nil
