@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -421,5 +422,36 @@ func TestUnknownEnvWarns(t *testing.T) {
 	}
 	if got := cfg.Warnings(); !slices.Equal(got, want) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// SecretValues walks the struct on its own; it must find exactly the
+// secrets the leaf table knows (the keys status lists and PERCH_ variables
+// set), or a secret added in a new section would reach a chat unscrubbed.
+func TestSecretValuesMatchTheLeafTable(t *testing.T) {
+	c := Default()
+	root := reflect.ValueOf(c).Elem()
+	var want []string
+	for _, l := range leafTable().leaves {
+		if v := root.FieldByIndex(l.index); v.Type() == secretType {
+			v.SetString("secret-of-" + l.path)
+			want = append(want, "secret-of-"+l.path)
+		}
+	}
+	if len(want) < 8 {
+		t.Fatalf("the leaf table names %d secrets; expected every provider key and channel token", len(want))
+	}
+	if got := c.SecretValues(); !slices.Equal(got, want) {
+		t.Fatalf("SecretValues:\n got %q\nwant %q", got, want)
+	}
+	// Unset secrets are left out.
+	for _, l := range leafTable().leaves {
+		if v := root.FieldByIndex(l.index); v.Type() == secretType {
+			v.SetString("")
+			break
+		}
+	}
+	if got := c.SecretValues(); len(got) != len(want)-1 {
+		t.Fatalf("with one secret unset SecretValues has %d values, want %d", len(got), len(want)-1)
 	}
 }

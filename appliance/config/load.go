@@ -463,8 +463,8 @@ type leaves struct {
 }
 
 // leafTable lists the leaves of Config once: the environment overrides,
-// the check for PERCH_ variables that name no key and the secrets list all
-// read it, where each walked the struct by reflection at every start.
+// the check for PERCH_ variables that name no key and the secrets' status
+// all read it. A start without PERCH_ key variables never builds it.
 var leafTable = sync.OnceValue(func() *leaves {
 	t := &leaves{byEnv: map[string]bool{}}
 	collectLeaves(reflect.TypeOf(Config{}), "", nil, &t.leaves)
@@ -560,15 +560,33 @@ type SecretState struct {
 // SecretValues are the values of every secret set in c: text from outside
 // (a provider's error message, which may quote what it was sent) is
 // scrubbed of them before it reaches a chat or a log.
+//
+// It walks the struct itself rather than the leaf table: every gateway
+// start asks for it (the provider client keeps the list), and the table's
+// first build (names, tags, interface checks) takes 0.15-0.25 ms of a
+// start of about 5, against a few microseconds for this walk. Both visit
+// the same fields, exported ones of nested structs.
 func (c *Config) SecretValues() []string {
 	var out []string
-	root := reflect.ValueOf(c).Elem()
-	for _, l := range leafTable().leaves {
-		if v := root.FieldByIndex(l.index); v.Type() == secretType && v.String() != "" {
-			out = append(out, v.String())
+	secretsIn(reflect.ValueOf(c).Elem(), &out)
+	return out
+}
+
+func secretsIn(v reflect.Value, out *[]string) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		if !t.Field(i).IsExported() {
+			continue
+		}
+		switch f := v.Field(i); {
+		case f.Type() == secretType:
+			if s := f.String(); s != "" {
+				*out = append(*out, s)
+			}
+		case f.Kind() == reflect.Struct:
+			secretsIn(f, out)
 		}
 	}
-	return out
 }
 
 // Secrets lists every secret key of c with whether it is set, for status
