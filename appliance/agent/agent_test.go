@@ -745,3 +745,35 @@ func TestLongToolArgumentsAreKeptShort(t *testing.T) {
 		}
 	}
 }
+
+// TestAChatsMessagesAreAnsweredInTheirOrder: messages of one chat that
+// reach the agent together (a backlog fetched or replayed after a
+// restart, a platform's batch of updates) are answered in the order they
+// came, and stored in it. Each message's turn used to race the others for
+// the chat's slot, so a later message could be answered first, and the
+// history then read the chat out of order.
+func TestAChatsMessagesAreAnsweredInTheirOrder(t *testing.T) {
+	f := newFixture(t, nil)
+	f.loop.Start(context.Background())
+	const n = 40
+	for i := range n {
+		f.bus.PublishInbound(context.Background(), bus.Inbound{Channel: "telegram", ChatID: "5", Text: fmt.Sprintf("message %02d", i)})
+		f.bus.PublishInbound(context.Background(), bus.Inbound{Channel: "telegram", ChatID: "6", Text: fmt.Sprintf("other %02d", i)})
+	}
+	var got []string
+	for len(got) < n {
+		select {
+		case out := <-f.bus.Outbound():
+			if out.ChatID == "5" {
+				got = append(got, out.Text)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d answers came", len(got), n)
+		}
+	}
+	for i, g := range got {
+		if want := fmt.Sprintf("echo: message %02d", i); g != want {
+			t.Fatalf("answer %d is %q, want %q; all: %q", i, g, want, got)
+		}
+	}
+}

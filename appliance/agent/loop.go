@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,10 @@ type Loop struct {
 
 	sem      chan struct{}
 	admitted atomic.Int64 // turns and commands waiting or running
+	// busSlots bounds the chat messages taken from the bus and not yet
+	// answered: beyond it they wait in the bus (and the channels' inbox)
+	// rather than being refused as too many.
+	busSlots chan struct{}
 	running  atomic.Int64
 	// answering counts chat commands being answered: admitted, not
 	// waiting, and not turns at the model either.
@@ -107,9 +112,22 @@ type provHolder struct {
 	err error
 }
 
+// sessionLock is one session's turn slot, given in the order it was
+// asked for: a chat's messages are answered in the order they came.
 type sessionLock struct {
-	ch   chan struct{}
-	refs int
+	held    bool
+	waiters []*ticket // in line, the first next
+	refs    int       // tickets not yet released
+}
+
+// ticket is a place in a session's line, taken when a message arrives
+// and held until its turn ends.
+type ticket struct {
+	l     *Loop
+	key   string
+	sl    *sessionLock
+	ready chan struct{} // closed when the slot is this ticket's
+	done  bool          // released; guarded by l.locksMu
 }
 
 // New returns a loop; Start begins consuming the bus.
@@ -146,6 +164,7 @@ func New(opts Options) *Loop {
 		log:      opts.Log,
 		prompt:   newPromptBuilder(opts.Workspace),
 		sem:      make(chan struct{}, opts.MaxConcurrentTurns),
+		busSlots: make(chan struct{}, opts.MaxConcurrentTurns+opts.MaxQueuedTurns),
 		locks:    map[string]*sessionLock{},
 		commands: map[string]ChatCommand{},
 		started:  time.Now(),
@@ -205,10 +224,29 @@ func (l *Loop) Start(ctx context.Context) error {
 				if !ok {
 					return
 				}
+				// A slot first: past max_concurrent_turns plus
+				// max_queued_turns a backlog (a chat's messages fetched
+				// or replayed after a restart) waits in the bus, where
+				// the channels keep it in their inbox, instead of being
+				// answered "too many turns". A message taken here when
+				// the stop comes is replayed from the inbox.
+				select {
+				case l.busSlots <- struct{}{}:
+				case <-l.base.Done():
+					return
+				}
+				if in.Channel == "" {
+					in.Channel = bus.ChannelCLI
+				}
+				// The place in the chat's line is taken here, in the
+				// bus's order, not by the turn's goroutine, which could
+				// be overtaken by the next message's.
+				t := l.takeTicket(in.Key())
 				l.turnsWG.Add(1)
 				go func() {
 					defer l.turnsWG.Done()
-					l.answer(in)
+					defer func() { <-l.busSlots }()
+					l.answer(in, t)
 				}()
 			}
 		}
@@ -221,8 +259,8 @@ func (l *Loop) Start(ctx context.Context) error {
 // empty, so the dispatcher clears the message from the durable inbox; a
 // turn cut short by shutdown publishes nothing, and the inbox runs it again
 // at the next start.
-func (l *Loop) answer(in bus.Inbound) {
-	rep, err := l.Process(l.base, in)
+func (l *Loop) answer(in bus.Inbound, t *ticket) {
+	rep, err := l.process(l.base, in, t)
 	out := bus.Outbound{Channel: in.Channel, ChatID: in.ChatID, ThreadID: in.ThreadID, ReplyTo: in.ReplyTo, InboxID: in.InboxID}
 	switch {
 	case err == nil:
@@ -310,6 +348,16 @@ func (l *Loop) Stats() Stats {
 // Process runs one turn for in and returns the reply. It is safe for
 // concurrent use; turns of one session are serialised.
 func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
+	return l.process(ctx, in, nil)
+}
+
+// process is Process for a message that may hold its place in the
+// session's line already (t, taken as it came off the bus, which also
+// bounds those messages: they are never refused as too many).
+func (l *Loop) process(ctx context.Context, in bus.Inbound, t *ticket) (*Reply, error) {
+	if t != nil {
+		defer t.release() // on the ways out before the turn; a no-op after
+	}
 	select {
 	case <-l.base.Done():
 		return nil, ErrStopped
@@ -328,7 +376,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 	// Admission: bounded waiting instead of an unbounded queue.
 	limit := int64(l.opts.MaxConcurrentTurns + l.opts.MaxQueuedTurns)
 	l.turns.Add(1)
-	if n := l.admitted.Add(1); n > limit {
+	if n := l.admitted.Add(1); n > limit && t == nil {
 		l.admitted.Add(-1)
 		return nil, ErrBusy
 	}
@@ -338,7 +386,7 @@ func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
 	defer cancel()
 	defer context.AfterFunc(l.base, cancel)()
 
-	unlock, err := l.lockSession(ctx, key)
+	unlock, err := l.lockSession(ctx, key, t)
 	if err != nil {
 		return nil, l.ctxErr(ctx, err, "this chat's previous turn to end")
 	}
@@ -396,29 +444,69 @@ func (l *Loop) ctxErr(ctx context.Context, err error, waiting string) error {
 	return err
 }
 
-// lockSession waits for the session's turn slot.
-func (l *Loop) lockSession(ctx context.Context, key string) (func(), error) {
+// lockSession waits for the session's turn slot, in the line at t, or
+// at the end of the line when t is nil.
+func (l *Loop) lockSession(ctx context.Context, key string, t *ticket) (func(), error) {
+	if t == nil {
+		t = l.takeTicket(key)
+	}
+	select {
+	case <-t.ready:
+		return t.release, nil
+	case <-ctx.Done():
+		t.release()
+		return nil, ctx.Err()
+	}
+}
+
+// takeTicket puts a place at the end of key's line.
+func (l *Loop) takeTicket(key string) *ticket {
 	l.locksMu.Lock()
+	defer l.locksMu.Unlock()
 	sl := l.locks[key]
 	if sl == nil {
-		sl = &sessionLock{ch: make(chan struct{}, 1)}
+		sl = &sessionLock{}
 		l.locks[key] = sl
 	}
 	sl.refs++
-	l.locksMu.Unlock()
-	release := func() {
-		l.locksMu.Lock()
-		sl.refs--
-		if sl.refs == 0 {
-			delete(l.locks, key)
-		}
-		l.locksMu.Unlock()
+	t := &ticket{l: l, key: key, sl: sl, ready: make(chan struct{})}
+	if !sl.held && len(sl.waiters) == 0 {
+		sl.held = true
+		close(t.ready)
+	} else {
+		sl.waiters = append(sl.waiters, t)
 	}
+	return t
+}
+
+// release ends t's turn, handing the slot to the next in line, or gives
+// up t's place when the slot was never its own. A second call does
+// nothing.
+func (t *ticket) release() {
+	l := t.l
+	l.locksMu.Lock()
+	defer l.locksMu.Unlock()
+	if t.done {
+		return
+	}
+	t.done = true
+	sl := t.sl
 	select {
-	case sl.ch <- struct{}{}:
-		return func() { <-sl.ch; release() }, nil
-	case <-ctx.Done():
-		release()
-		return nil, ctx.Err()
+	case <-t.ready:
+		if len(sl.waiters) > 0 {
+			next := sl.waiters[0]
+			sl.waiters = sl.waiters[1:]
+			close(next.ready)
+		} else {
+			sl.held = false
+		}
+	default:
+		if i := slices.Index(sl.waiters, t); i >= 0 {
+			sl.waiters = slices.Delete(sl.waiters, i, i+1)
+		}
+	}
+	sl.refs--
+	if sl.refs == 0 {
+		delete(l.locks, t.key)
 	}
 }
