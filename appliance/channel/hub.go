@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -206,11 +207,21 @@ func (h *Hub) seen(channel, eventID string) bool {
 // publish hands in to the agent; when the bus has no room within half a
 // second the sweeper tries again, so an admitted message is never dropped
 // and Receive returns promptly (Slack wants its envelope acknowledged
-// within 3 s).
+// within 3 s). While messages wait so, a new one waits behind them: one
+// handed over at once could be answered before an earlier message of its
+// chat.
 func (h *Hub) publish(ctx context.Context, in bus.Inbound) {
-	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	if err := h.o.Bus.PublishInbound(pctx, in); err != nil {
+	h.mu.Lock()
+	behind := len(h.unsent) > 0
+	if behind {
+		h.unsent[in.InboxID] = in
+	}
+	h.mu.Unlock()
+	if behind {
+		h.poke()
+		return
+	}
+	if err := h.handOver(ctx, in); err != nil {
 		if errors.Is(err, bus.ErrClosed) {
 			return // shutting down: the inbox replays it at the next start
 		}
@@ -219,11 +230,20 @@ func (h *Hub) publish(ctx context.Context, in bus.Inbound) {
 		h.unsent[in.InboxID] = in
 		h.mu.Unlock()
 		h.poke()
-		return
+	}
+}
+
+// handOver puts in on the bus within half a second.
+func (h *Hub) handOver(ctx context.Context, in bus.Inbound) error {
+	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := h.o.Bus.PublishInbound(pctx, in); err != nil {
+		return err
 	}
 	if it := h.intake(in.Channel); it != nil {
 		it.startTyping(h.ctx, in)
 	}
+	return nil
 }
 
 // startTyping runs fn in the background for the inbox entry id until the
@@ -612,8 +632,16 @@ func (h *Hub) sweep() {
 	for {
 		pending := h.sweepOnce()
 		var wait time.Duration
+		h.mu.Lock()
+		queued := len(h.unsent) > 0
+		h.mu.Unlock()
 		if pending {
 			wait = b.Next()
+			if queued {
+				// Messages the agent's queue had no room for: it makes
+				// room as turns end, within seconds, not minutes.
+				wait = min(wait, time.Second)
+			}
 		} else {
 			b.Reset()
 			wait = 10 * time.Minute
@@ -640,20 +668,32 @@ func (h *Hub) sweep() {
 
 // sweepOnce reports whether anything still waits afterwards.
 func (h *Hub) sweepOnce() bool {
-	pending := false
+	// Waiting messages go in the order they came (inbox ids grow), each
+	// left waiting until the bus took it: new ones queue behind them
+	// meanwhile (publish), and the first refused keeps the rest back.
 	h.mu.Lock()
-	unsent := make([]bus.Inbound, 0, len(h.unsent))
-	for _, in := range h.unsent {
-		unsent = append(unsent, in)
+	ids := make([]uint64, 0, len(h.unsent))
+	for id := range h.unsent {
+		ids = append(ids, id)
 	}
-	h.unsent = map[uint64]bus.Inbound{}
 	h.mu.Unlock()
-	sort.Slice(unsent, func(i, j int) bool { return unsent[i].InboxID < unsent[j].InboxID })
-	for _, in := range unsent {
-		h.publish(h.ctx, in)
+	slices.Sort(ids)
+	for _, id := range ids {
+		h.mu.Lock()
+		in, ok := h.unsent[id]
+		h.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if h.handOver(h.ctx, in) != nil {
+			break
+		}
+		h.mu.Lock()
+		delete(h.unsent, id)
+		h.mu.Unlock()
 	}
 	h.mu.Lock()
-	pending = len(h.unsent) > 0
+	pending := len(h.unsent) > 0
 	h.mu.Unlock()
 	h.mu.Lock()
 	send := h.send

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -831,5 +832,51 @@ func TestAChatReadsItsRepliesInOrder(t *testing.T) {
 	}
 	if n := r.inboxLen(); n != 0 {
 		t.Errorf("inbox holds %d", n)
+	}
+}
+
+// TestAChatsMessagesKeepTheirOrderPastAFullQueue: a message the agent's
+// queue had no room for waits in the inbox, and the chat's later messages
+// wait behind it, though the queue has room again when they come; handed
+// over at once, they were answered before it.
+func TestAChatsMessagesKeepTheirOrderPastAFullQueue(t *testing.T) {
+	r := newRig(t, "")
+	in := r.intake(nil)
+	r.hub.Prepare()
+	r.hub.Start(context.Background(), func(context.Context, bus.Outbound) error { return nil })
+	receive := func(i int) {
+		if err := in.Receive(context.Background(), Message{EventID: fmt.Sprint(i), ChatID: "5", SenderID: "5", Text: fmt.Sprintf("m%02d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 30
+	for i := range 17 { // the queue holds 16: the 17th waits in the inbox
+		receive(i)
+	}
+	got := make(chan []string)
+	go func() {
+		var texts []string
+		for len(texts) < n {
+			select {
+			case ib := <-r.bus.Inbound():
+				texts = append(texts, ib.Text)
+			case <-time.After(10 * time.Second):
+				got <- texts
+				return
+			}
+		}
+		got <- texts
+	}()
+	time.Sleep(50 * time.Millisecond) // the agent has taken messages: there is room
+	for i := 17; i < n; i++ {
+		receive(i)
+	}
+	texts := <-got
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("m%02d", i))
+	}
+	if !slices.Equal(texts, want) {
+		t.Errorf("the agent received\n%q\nwant\n%q", texts, want)
 	}
 }
