@@ -167,6 +167,52 @@ func TestAFailedFetchIsTriedAgainLater(t *testing.T) {
 	h.env.Stop()
 }
 
+// A stop in the middle of the catch-up loses nothing: one chat's messages
+// fetched but not yet received, the chat whose fetch the stop cut off, and
+// a message the session delivered meanwhile (queued behind the catch-up)
+// are all answered by the next session, each once, in order. A
+// starting point saved past them, or the queued message dropped with the
+// mark moved past it, would lose them for good: Discord delivers nothing
+// again.
+func TestAStopDuringTheCatchUpLosesNothing(t *testing.T) {
+	f := newFake(t)
+	h1 := stoppedAfterTalking(t, f, setup{}) // chats: the server's, then Ann's direct one
+
+	f.Post(guild(ann, "<@"+f.Bot.ID+"> is the door shut?", f.Bot))
+	f.Post(dm(ann, "are the lights off?"))
+	arrived, release := f.StallFetches("dm-" + ann.ID)
+	defer release()
+	opts := channeltest.Options{StorePath: h1.env.StorePath, Provider: h1.env.Provider, Workspace: h1.env.Workspace}
+	h2 := start(t, f, setup{env: opts})
+	select {
+	case <-arrived: // the server's chat is fetched; the direct one hangs
+	case <-time.After(10 * time.Second):
+		t.Fatal("the catch-up never fetched the direct chat")
+	}
+	h2.connected(t)
+	f.Post(dm(ann, "and the heating?")) // delivered to this session, queued
+	time.Sleep(100 * time.Millisecond)
+	h2.env.Stop()
+	quiet(t, f, 2, 200*time.Millisecond) // nothing answered by the stopped session
+
+	release()
+	h3 := start(t, f, setup{env: opts})
+	h3.connected(t)
+	got := waitSent(t, f, 5)
+	quiet(t, f, 5, 400*time.Millisecond)
+	// Chats are answered side by side; within one, in order.
+	answers := map[string][]string{}
+	for _, s := range got[2:] {
+		answers[s.ChannelID] = append(answers[s.ChannelID], s.Content)
+	}
+	if a := answers["500"]; !slices.Equal(a, []string{"echo: is the door shut?"}) {
+		t.Errorf("the server's chat, whose fetch the stop let through, was answered %q", a)
+	}
+	if a := answers["dm-"+ann.ID]; !slices.Equal(a, []string{"echo: are the lights off?", "echo: and the heating?"}) {
+		t.Errorf("the direct chat, whose fetch the stop cut off, was answered %q; want both messages, in order", a)
+	}
+}
+
 // The chats kept are those whose messages reach the agent: strangers
 // answered with a pairing code do not push the owner's chat out. And a
 // chat new to the list is kept at once, not at the next periodic write: a

@@ -157,6 +157,9 @@ type Server struct {
 	// failFetches is how many more GET /channels/{id}/messages of each
 	// channel answer 502.
 	failFetches map[string]int
+	// stallFetches holds the next GET /channels/{id}/messages of each
+	// channel (StallFetches).
+	stallFetches map[string]*stall
 
 	disallowContent bool
 	// heartbeatInterval is sent in Hello.
@@ -203,6 +206,7 @@ func newServer() *Server {
 		roles:             map[string][]Role{},
 		history:           map[string][]Message{},
 		failFetches:       map[string]int{},
+		stallFetches:      map[string]*stall{},
 	}
 	s.nextID.Store(1000000000000000000)
 	return s
@@ -505,6 +509,25 @@ func (s *Server) FailFetches(channel string, n int) {
 	s.failFetches[channel] = n
 }
 
+// stall is one held fetch: arrived is closed when it comes, release
+// lets it answer.
+type stall struct {
+	arrived, release chan struct{}
+	once             sync.Once
+}
+
+// StallFetches holds the next GET /channels/{id}/messages of channel
+// until release is called or the client gives up, as a Discord that
+// stopped answering does. arrived is closed once that fetch has come: a
+// test stops the gateway in the middle of its catch-up there.
+func (s *Server) StallFetches(channel string) (arrived <-chan struct{}, release func()) {
+	st := &stall{arrived: make(chan struct{}), release: make(chan struct{})}
+	s.mu.Lock()
+	s.stallFetches[channel] = st
+	s.mu.Unlock()
+	return st.arrived, func() { st.once.Do(func() { close(st.release) }) }
+}
+
 // maxHistory bounds the messages kept per channel.
 const maxHistory = 1000
 
@@ -537,6 +560,17 @@ func (s *Server) channelMessages(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		http.Error(w, "bad gateway", http.StatusBadGateway)
 		return
+	}
+	if st := s.stallFetches[r.PathValue("channel")]; st != nil {
+		delete(s.stallFetches, r.PathValue("channel"))
+		s.mu.Unlock()
+		close(st.arrived)
+		select {
+		case <-st.release:
+		case <-r.Context().Done():
+			return
+		}
+		s.mu.Lock()
 	}
 	s.stats.Fetches++
 	var out []Message
