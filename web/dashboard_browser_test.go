@@ -22,6 +22,7 @@ import (
 	"periph.io/x/conn/v3/i2c/i2ctest"
 
 	"github.com/perchhq/perch/appliance"
+	"github.com/perchhq/perch/appliance/api"
 	"github.com/perchhq/perch/appliance/appliancetest"
 	"github.com/perchhq/perch/appliance/provider/providertest"
 	"github.com/perchhq/perch/drivers/hwtest"
@@ -360,6 +361,28 @@ func TestBrowserDashboard(t *testing.T) {
 			// Schedules: add with a preview, disable, remove.
 			tab(t, ctx, "jobs")
 			waitFor(t, ctx, "the job list", `document.querySelector('#job-list li.job') !== null`)
+			// Each job says in words what a run does with its text.
+			every := int64(3600)
+			task, err := b.g.Sys.Cron.Add(context.Background(), api.JobSpec{Message: "Summarise the day", Schedule: api.Schedule{EverySeconds: &every}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd, err := b.g.Sys.Cron.Add(context.Background(), api.JobSpec{Command: "uptime", Schedule: api.Schedule{EverySeconds: &every}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for id, want := range map[string]string{
+				task.ID: "every 1 hour · Perch answers it; the answer is kept as the job's result",
+				cmd.ID:  "every 1 hour · runs the command; its output is kept as the job's result",
+			} {
+				waitFor(t, ctx, "the job "+id, fmt.Sprintf(`document.querySelector('#job-list li[data-id=%q]') !== null`, id))
+				if got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector('#job-list li[data-id=%q] p.sub').textContent`, id)); got != want {
+					t.Errorf("job %s reads %q, want %q", id, got, want)
+				}
+				if _, err := b.g.Sys.Cron.Remove(context.Background(), id); err != nil {
+					t.Fatal(err)
+				}
+			}
 			step(t, ctx, "fill the form",
 				chromedp.SendKeys(chromedp.ID("job-message"), "Open the greenhouse window"),
 				chromedp.SetValue(chromedp.ID("job-kind"), "cron"),

@@ -882,9 +882,17 @@
     return 'no schedule';
   }
   function target(j) {
-    if (!j.channel || !j.to) return 'kept as the job\'s result';
     if (j.channel === 'web') return j.to === chatID ? 'this chat' : 'page chat ' + j.to;
     return j.channel + ' chat ' + j.to;
+  }
+  // What a run does with its text: the message sent as is, a command's
+  // output, or Perch's answer to it; without a chat, the job keeps it.
+  function outcome(j) {
+    const dest = j.channel && j.to ? target(j) : '';
+    const kept = 'kept as the job\'s result';
+    if (j.command) return 'runs the command; its output is ' + (j.deliver && dest ? 'sent to ' + dest : kept);
+    if (j.deliver) return dest ? 'sent to ' + dest : kept;
+    return dest ? 'Perch answers it in ' + dest : 'Perch answers it; the answer is ' + kept;
   }
 
   async function loadJobs() {
@@ -900,7 +908,7 @@
       const once = j.schedule && j.schedule.at_seconds !== undefined;
       line.appendChild(el('span', 'pill' + (j.enabled ? ' ok' : ''), j.enabled ? 'on' : once && j.last_run ? 'done' : 'off'));
       li.appendChild(line);
-      li.appendChild(el('p', 'sub', describeSchedule(j) + ' · ' + (j.deliver ? 'sent to ' : 'Perch answers, to ') + target(j)));
+      li.appendChild(el('p', 'sub', describeSchedule(j) + ' · ' + outcome(j)));
       li.appendChild(el('p', 'sub', j.next_run ? 'next ' + when(j.next_run) : 'no next run'));
       if (j.running_since) li.appendChild(el('p', 'sub', 'running since ' + when(j.running_since)));
       if (j.last_run || j.last_result) {
