@@ -29,7 +29,7 @@ func (s *System) registerAdminAPI() {
 	})
 	h.Handle(http.MethodPost, "/admin/cron", gateway.Protected, func(w http.ResponseWriter, r *http.Request) {
 		var spec api.JobSpec
-		if !gateway.DecodeJSON(w, r, &spec) {
+		if !gateway.DecodeJSONStrict(w, r, &spec, jobFieldPlace) {
 			return
 		}
 		j, err := s.Cron.Add(r.Context(), spec)
@@ -117,4 +117,13 @@ func writeJobError(w http.ResponseWriter, err error) {
 		return
 	}
 	gateway.WriteError(w, http.StatusBadRequest, err.Error())
+}
+
+// jobFieldPlace says where a field a job's body does not have belongs.
+func jobFieldPlace(field string) string {
+	switch field {
+	case "at_seconds", "every_seconds", "cron_expr", "tz":
+		return fmt.Sprintf(`it goes in "schedule": {"%s": ...}`, field)
+	}
+	return `a job has "message", "command", "deliver", "channel", "to" and "schedule" ({"at_seconds" | "every_seconds" | "cron_expr", "tz"})`
 }

@@ -134,6 +134,13 @@ func TestAdminCronAPIRefusals(t *testing.T) {
 		{"no token", "GET", "/admin/cron", "", "", 401, "gateway.api_token"},
 		{"malformed JSON", "POST", "/admin/cron", `{"message":`, "Bearer t", 400, "malformed JSON"},
 		{"no schedule", "POST", "/admin/cron", `{"message":"m"}`, "Bearer t", 400, "exactly one of at_seconds, every_seconds or cron_expr"},
+		// A field the job does not have is named, not dropped (which read
+		// as "no schedule"), and where it belongs is said.
+		{"schedule field outside schedule", "POST", "/admin/cron", `{"message":"m","every_seconds":60}`, "Bearer t", 400,
+			`"every_seconds" is not a field of this request; it goes in "schedule": {"every_seconds": ...}`},
+		{"unknown field", "POST", "/admin/cron", `{"msg":"m","schedule":{"every_seconds":60}}`, "Bearer t", 400,
+			`"msg" is not a field of this request; a job has "message", `},
+		{"unknown schedule field", "POST", "/admin/cron", `{"message":"m","schedule":{"every":60}}`, "Bearer t", 400, `"every" is not a field of this request`},
 		{"interval too short", "POST", "/admin/cron", `{"message":"m","schedule":{"every_seconds":5}}`, "Bearer t", 400, "every_seconds must be at least 10"},
 		{"bad cron", "POST", "/admin/cron", `{"message":"m","schedule":{"cron_expr":"0 9 * *"}}`, "Bearer t", 400, "five fields"},
 		{"bad zone", "POST", "/admin/cron", `{"message":"m","schedule":{"cron_expr":"0 9 * * *","tz":"Moon/Base"}}`, "Bearer t", 400, "Moon/Base"},

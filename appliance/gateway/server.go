@@ -356,11 +356,35 @@ func WriteError(w http.ResponseWriter, status int, msg string) {
 // returning false when it did. A 400 names the field and the type it needs
 // in JSON's words, never the Go types behind them.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeJSON(w, r, v, false, nil)
+}
+
+// DecodeJSONStrict is DecodeJSON for a body whose fields are all known: a
+// field the request does not have is refused by name, where a lenient
+// decode dropped it without a word and ran the request without it (a
+// schedule's "every_seconds" outside "schedule" read as no schedule at
+// all). where, when set, says where such a field belongs.
+func DecodeJSONStrict(w http.ResponseWriter, r *http.Request, v any, where func(field string) string) bool {
+	return decodeJSON(w, r, v, true, where)
+}
+
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool, where func(string) string) bool {
 	dec := json.NewDecoder(r.Body)
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over %d bytes (1 MiB)", MaxBody))
+		} else if f, ok := unknownField(err); ok {
+			msg := fmt.Sprintf("%q is not a field of this request", f)
+			if where != nil {
+				if hint := where(f); hint != "" {
+					msg += "; " + hint
+				}
+			}
+			WriteError(w, http.StatusBadRequest, msg)
 		} else {
 			WriteError(w, http.StatusBadRequest, bodyError(err))
 		}
@@ -378,6 +402,20 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// unknownField is the field a strict decode refused; encoding/json says
+// it only in its message.
+func unknownField(err error) (string, bool) {
+	rest, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return "", false
+	}
+	f, uerr := strconv.Unquote(rest)
+	if uerr != nil {
+		return rest, true
+	}
+	return f, true
 }
 
 // bodyError says what is wrong with a JSON body json.Decoder refused.
