@@ -93,7 +93,7 @@ func (p pageSetup) Apply(ctx context.Context, req web.SetupRequest) (web.SetupRe
 	}
 	if err := tryProvider(ctx, prov); err != nil {
 		restore()
-		return web.SetupResult{}, fmt.Errorf("%w: %s did not accept the setup, which is not saved: %w", web.ErrBadSetup, name, err)
+		return web.SetupResult{}, fmt.Errorf("%w: %s", web.ErrBadSetup, formError(prov, err))
 	}
 	p.s.Agent.SetProvider(prov, nil)
 	return web.SetupResult{Provider: prov.Name(), Model: prov.Model(), Config: path}, nil
@@ -113,6 +113,33 @@ func tryProvider(ctx context.Context, cl *provider.Client) error {
 		return err
 	}
 	return nil
+}
+
+// formError says why the provider's check failed in the words of the
+// form in front of the person (its fields, not the config keys behind
+// them), and that nothing was saved.
+func formError(cl *provider.Client, err error) string {
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		return fmt.Sprintf("%s did not answer as expected (%v); nothing was saved", cl.Name(), err)
+	}
+	why := ""
+	if pe.Message != "" {
+		why = ": " + pe.Message
+	}
+	switch pe.Kind {
+	case provider.KindAuth:
+		return fmt.Sprintf("%s refused the API key%s. Check the API key field (and, for your own server, the API base URL); nothing was saved", cl.Name(), why)
+	case provider.KindUnreachable:
+		// The network's own words end the message ("connection
+		// refused", "no such host"); the URL is said once, in full.
+		reason := pe.Message
+		if i := strings.LastIndex(reason, ": "); i >= 0 {
+			reason = reason[i+2:]
+		}
+		return fmt.Sprintf("nothing answers at %s (%s). Check the API base URL field, and that the board is online; nothing was saved", cl.APIBase(), reason)
+	}
+	return fmt.Sprintf("%s: %v; nothing was saved", cl.Name(), err)
 }
 
 // fileConfig is the config as its file alone says, without environment

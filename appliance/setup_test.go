@@ -178,11 +178,15 @@ func TestSetupValidatesInput(t *testing.T) {
 	defer refusing.Close()
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
-	for base, want := range map[string]string{refusing.URL: "authentication failed", gone.URL: "cannot reach the API"} {
+	// Said in the form's words: its fields, not config keys.
+	for base, want := range map[string]string{
+		refusing.URL: "openrouter refused the API key: Incorrect API key provided. Check the API key field",
+		gone.URL:     "nothing answers at " + gone.URL + " (connection refused). Check the API base URL field",
+	} {
 		b := setupBody(code, "sk-wrong", "")
 		b["api_base"] = base
 		st, body := g.do(t, "POST", "/setup", "", b)
-		if st != http.StatusBadRequest || !strings.Contains(body, want) || !strings.Contains(body, "not saved") {
+		if st != http.StatusBadRequest || !strings.Contains(body, want) || !strings.Contains(body, "nothing was saved") || strings.Contains(body, "providers.") {
 			t.Errorf("setup against %s = %d %s, want 400 %q", base, st, body, want)
 		}
 	}

@@ -207,7 +207,9 @@ func (h *setupHandler) serve(w http.ResponseWriter, r *http.Request) {
 	res, err := h.setup.Apply(r.Context(), req)
 	if err != nil {
 		if errors.Is(err, ErrBadSetup) {
-			gateway.WriteError(w, http.StatusBadRequest, err.Error())
+			// Said on the form: the person needs the reason, not the
+			// package it came from.
+			gateway.WriteError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrBadSetup.Error()+": "))
 			return
 		}
 		h.log.Error("setup failed", "err", err)
