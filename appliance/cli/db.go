@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/perchhq/perch/appliance/config"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -48,11 +49,15 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 			case len(args) > 1:
 				return usageError("db", "unexpected argument %q after %s", args[1], args[0])
 			}
-			cfg, err := e.loadConfig()
-			if err != nil {
+			// The database's place is the home's, whatever the config
+			// file holds: the tools that rescue a board must work when
+			// its config does not load (a bad key is no reason to be
+			// unable to copy out its chats).
+			home := config.Dir()
+			if _, err := actAsHomeOwner(home); err != nil {
 				return err
 			}
-			path := cfg.DBPath()
+			path := filepath.Join(home, "perch.db")
 			if args[0] == "check" {
 				target := path
 				if from != "" {

@@ -223,6 +223,20 @@ func TestDBCommandEdges(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"problems": []`) {
 		t.Errorf("db check --json of a sound file: exit %d\n%s%s", code, out, stderr)
 	}
+	// A config that does not load (a bad key) does not stop the tools
+	// that rescue the database: its place is the home's.
+	if err := os.WriteFile(filepath.Join(h.Dir, "config.json"), []byte(`{"providers":{"openai":{"api_base":"not a url"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := h.Run("cron", "list"); code != 1 || !strings.Contains(stderr, "providers.openai.api_base") {
+		t.Fatalf("the bad config loads: exit %d, %q", code, stderr)
+	}
+	if out, stderr, code := h.Run("db", "check", "--json"); code != 0 || !strings.Contains(out, `"problems": []`) {
+		t.Errorf("db check with a config that does not load: exit %d\n%s%s", code, out, stderr)
+	}
+	if out, stderr, code := h.Run("db", "salvage"); code != 0 || !strings.Contains(out, "wrote "+filepath.Join(h.Dir, "perch.db.salvaged-")) {
+		t.Errorf("db salvage with a config that does not load: exit %d\n%s%s", code, out, stderr)
+	}
 	for args, want := range map[string]string{
 		"db bogus":       `unknown subcommand "bogus": say check or salvage`,
 		"db check extra": `unexpected argument "extra" after check`,
