@@ -16,7 +16,9 @@ LDFLAGS    := -s -w -X $(PKG)/appliance/version.Version=$(VERSION) \
 GOBUILD    := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
 # Where `make run` keeps its config, workspace and database.
-RUN_HOME ?= $(CURDIR)/.perch
+# make run keeps its home in the clone, unless PERCH_HOME names one: the
+# commands run beside it in the same shell then read the same home.
+RUN_HOME ?= $(or $(PERCH_HOME),$(CURDIR)/.perch)
 
 .PHONY: all build run test deps lint vet staticcheck fmt-check unit cross cross-cgo qemu-test fuzz bench pgo clean deb apt-repo package-test image image-test
 
