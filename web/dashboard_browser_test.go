@@ -383,6 +383,18 @@ func TestBrowserDashboard(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// A schedule the gateway refuses is said once, in the form's
+			// words (not the API's field names).
+			step(t, ctx, "ask for a too-short interval",
+				chromedp.SendKeys(chromedp.ID("job-message"), "Too often"),
+				chromedp.SetValue(chromedp.ID("job-kind"), "every"),
+				chromedp.SendKeys(chromedp.ID("job-when"), "5"))
+			eval[bool](t, ctx, `document.getElementById('job-kind').dispatchEvent(new Event('change')) || true`)
+			const tooShort = "The interval must be at least 10 seconds, got 5"
+			waitFor(t, ctx, "the preview's refusal", fmt.Sprintf(`(document.querySelector('#job-preview .error') || {}).textContent === %q`, tooShort))
+			step(t, ctx, "add it anyway", chromedp.Click(chromedp.ID("job-add")))
+			waitFor(t, ctx, "the refusal, once", fmt.Sprintf(`!document.getElementById('job-error').hidden && document.getElementById('job-error').textContent === %q && document.querySelector('#job-preview .error') === null`, tooShort))
+			eval[bool](t, ctx, `(document.getElementById('job-message').value = '', document.getElementById('job-when').value = '', true)`)
 			step(t, ctx, "fill the form",
 				chromedp.SendKeys(chromedp.ID("job-message"), "Open the greenhouse window"),
 				chromedp.SetValue(chromedp.ID("job-kind"), "cron"),

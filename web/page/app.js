@@ -942,6 +942,14 @@
     every: 'A duration, at least 10 seconds: 10m, 1h, 1d.',
     cron: 'Five fields: minute hour day-of-month month day-of-week, e.g. 0 9 * * 1-5 for 9:00 on weekdays.',
   };
+  // A schedule's error in the form's words: the API names its fields.
+  function formWords(msg) {
+    const m = msg.replace(/^schedule: /, '')
+      .replace(/\bevery_seconds\b/g, 'the interval')
+      .replace(/\bat_seconds\b/g, 'the time from now')
+      .replace(/\bcron_expr\b/g, 'the cron expression');
+    return m.charAt(0).toUpperCase() + m.slice(1);
+  }
   function jobSchedule() {
     const kind = $('job-kind').value, v = $('job-when').value.trim();
     if (kind === 'cron') return { cron_expr: v, tz: $('job-tz').value.trim() || undefined };
@@ -971,7 +979,7 @@
         for (const t of p.next) ol.appendChild(el('li', '', when(t)));
         out.appendChild(ol);
       } catch (e) {
-        if (seq === previewSeq) out.replaceChildren(el('p', 'error', e.message));
+        if (seq === previewSeq) out.replaceChildren(el('p', 'error', formWords(e.message)));
       }
     }, 250);
   }
@@ -994,7 +1002,10 @@
       $('job-preview').replaceChildren();
       loadJobs();
     } catch (e) {
-      err.textContent = e.message;
+      // Said once: the preview may say it already.
+      previewSeq++;
+      $('job-preview').replaceChildren();
+      err.textContent = formWords(e.message);
       err.hidden = false;
     } finally {
       $('job-add').disabled = false;
