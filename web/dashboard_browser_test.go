@@ -401,6 +401,9 @@ func TestBrowserDashboard(t *testing.T) {
 				chromedp.SendKeys(chromedp.ID("job-when"), "0 9 * * 1-5"))
 			eval[bool](t, ctx, `document.getElementById('job-kind').dispatchEvent(new Event('change')) || true`)
 			waitFor(t, ctx, "the preview of the next runs", `document.querySelectorAll('#job-preview li').length === 5`)
+			if eval[bool](t, ctx, `!document.getElementById('job-error').hidden`) {
+				t.Error("the refusal of the schedule before stays shown after the schedule changed")
+			}
 			if w == 360 {
 				noOverflow(t, ctx, "Schedules with the form filled")
 			}

@@ -959,6 +959,7 @@
   }
   let previewTimer = 0, previewSeq = 0;
   function preview() {
+    $('job-error').hidden = true; // about the schedule as it was
     $('job-when-hint').textContent = KIND_HINT[$('job-kind').value];
     $('job-tz-row').hidden = $('job-kind').value !== 'cron';
     clearTimeout(previewTimer);
