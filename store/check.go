@@ -36,6 +36,9 @@ type CheckReport struct {
 	// Empty when the file is sound.
 	Problems     []string `json:"problems"`
 	ProblemCount int      `json:"problem_count"`
+	// Notes are what is worth knowing but is not damage: a meta page an
+	// interrupted commit left torn, which bbolt reads past.
+	Notes []string `json:"notes,omitempty"`
 	// Unclean is true when the last process that opened the file for
 	// writing did not close it (killed, crashed or power lost).
 	Unclean bool `json:"unclean_shutdown"`
@@ -56,14 +59,17 @@ func (r *CheckReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d bytes, schema v%d, %d pages of %d bytes (%d free), transaction %d\n",
 		r.Path, r.Size, r.Schema, r.Pages, r.PageSize, r.FreePages, r.TxID)
-	fmt.Fprintf(&b, "  %d sessions, %d messages, %d cron jobs, %d device records, %d sensor series\n",
-		r.Sessions, r.Messages, r.CronJobs, r.Devices, r.SensorSeries)
+	fmt.Fprintf(&b, "  %s, %s, %s, %s, %s\n", count(r.Sessions, "session"), count(r.Messages, "message"),
+		count(r.CronJobs, "cron job"), count(r.Devices, "device record"), count(r.SensorSeries, "sensor series"))
 	if r.Unclean {
 		b.WriteString("  the last writer did not close it (power loss or crash)\n")
 	}
 	if r.JournalRecords > 0 {
 		fmt.Fprintf(&b, "  %d messages wait in its journal (%s); the gateway applies them at its next start\n",
 			r.JournalMessages, JournalPath(r.Path))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
 	if r.OK() {
 		fmt.Fprintf(&b, "  no problems found (%s)\n", r.Duration.Round(time.Millisecond))
@@ -81,12 +87,27 @@ func (r *CheckReport) String() string {
 		fmt.Fprintf(&b, "  - … and %d more\n", r.ProblemCount-len(r.Problems))
 	}
 	if r.Size == 0 {
-		b.WriteString("  the gateway starts a new, empty database in it; there is nothing in it to salvage\n")
-		return b.String()
+		b.WriteString("  there is nothing in it to salvage\n")
 	}
-	b.WriteString("  the gateway sets a damaged file aside at its next start and starts on a fresh one with whatever\n" +
-		"  `perch db salvage` can read; stop the gateway and run `perch db salvage` to copy it out yourself\n")
 	return b.String()
+}
+
+// GatewayAdvice says what the gateway does with the damaged file when it
+// is the database of its home, and what the owner can do meanwhile.
+func (r *CheckReport) GatewayAdvice() string {
+	if r.Size == 0 {
+		return "  the gateway starts a new, empty database in it at its next start\n"
+	}
+	return "  the gateway sets a damaged file aside at its next start and starts on a fresh one with whatever\n" +
+		"  `perch db salvage` can read; stop the gateway and run `perch db salvage` to copy it out yourself\n"
+}
+
+// count is n and the noun, plural unless n is 1 ("series" stays).
+func count(n int, noun string) string {
+	if n != 1 && !strings.HasSuffix(noun, "s") {
+		noun += "s"
+	}
+	return fmt.Sprintf("%d %s", n, noun)
 }
 
 // CheckFile verifies the database at path without changing it: every page
@@ -132,11 +153,21 @@ func CheckFile(path string) (*CheckReport, error) {
 			}
 		}
 		// bbolt's own check, as a second opinion: it is safe now that
-		// every page it will touch has been bounds-checked.
-		for _, e := range boltCheck(path, f) {
-			rep.ProblemCount++
-			if len(rep.Problems) < maxProblems {
-				rep.Problems = append(rep.Problems, "bbolt check: "+e)
+		// every page it will touch has been bounds-checked. It asserts
+		// both meta pages, though, and stops at a torn one, which the
+		// file is read past (bbolt uses the other, as after an
+		// interrupted commit): that is said as a note instead.
+		if len(c.metaProblems) > 0 {
+			for _, p := range c.metaProblems {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s; the file is read from the other meta page (transaction %d), as after an interrupted commit, and the next write rewrites it", p, c.meta.txid))
+			}
+			rep.Notes = append(rep.Notes, "bbolt's own check was not run: it stops at a damaged meta page")
+		} else {
+			for _, e := range boltCheck(path, f) {
+				rep.ProblemCount++
+				if len(rep.Problems) < maxProblems {
+					rep.Problems = append(rep.Problems, "bbolt check: "+e)
+				}
 			}
 		}
 	}

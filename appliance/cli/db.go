@@ -84,7 +84,13 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 					enc.SetIndent("", "  ")
 					enc.Encode(rep)
 				} else {
-					fmt.Fprintln(e.Stdout, rep.String())
+					fmt.Fprint(e.Stdout, rep.String())
+					if !rep.OK() && from == "" {
+						// What the gateway does with it concerns the
+						// home's database, not a file named by --from.
+						fmt.Fprint(e.Stdout, rep.GatewayAdvice())
+					}
+					fmt.Fprintln(e.Stdout)
 				}
 				if !rep.OK() && rep.Size == 0 {
 					return fmt.Errorf("db check: %s is empty; there is nothing in it to salvage", target)

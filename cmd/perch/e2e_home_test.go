@@ -115,7 +115,7 @@ func TestDamagedDatabaseByHand(t *testing.T) {
 		t.Errorf("salvage does not say how to use the copy:\n%s", out)
 	}
 	out, stderr, code = h.Run("db", "check", "--from", salvaged)
-	if code != 0 || !strings.Contains(out, "no problems found") || !strings.Contains(out, "1 cron jobs") {
+	if code != 0 || !strings.Contains(out, "no problems found") || !strings.Contains(out, "1 cron job,") {
 		t.Fatalf("check --from the salvaged copy: exit %d\n%s%s", code, out, stderr)
 	}
 	if _, stderr, code := h.Run("db", "check", "--from", salvaged+".nope"); code != 1 || !strings.Contains(stderr, "--from "+salvaged+".nope: no such file") {
