@@ -264,12 +264,38 @@ func run(ctx context.Context, e *Env, args []string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %v; see 'perch %s --help'", c.Name, err, c.Name)
+		return fmt.Errorf("%s: %s; see 'perch %s --help'", c.Name, flagError(err, c), c.Name)
 	}
 	if !c.ListensItself {
 		e.ListenForStop()
 	}
 	return c.Run(ctx, e, pos)
+}
+
+// flagError says what the flag package refused in the words the person
+// typed (--name, not the package's -name) and, for a flag the command does
+// not have, how the command is used.
+func flagError(err error, c *Command) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		out := fmt.Sprintf("unknown flag --%s", strings.TrimLeft(name, "-"))
+		if c.Synopsis != "" {
+			out += fmt.Sprintf(" (usage: perch %s %s)", c.Name, c.Synopsis)
+		}
+		return out
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", strings.TrimLeft(name, "-"))
+	}
+	// "invalid boolean value "maybe" for -json: parse error"
+	if rest, ok := strings.CutPrefix(msg, "invalid boolean value "); ok {
+		if val, name, ok := strings.Cut(rest, " for -"); ok {
+			name, _, _ = strings.Cut(strings.TrimLeft(name, "-"), ":")
+			return fmt.Sprintf("--%s takes true or false, not %s", name, val)
+		}
+	}
+	// "invalid value "x" for flag -every: …" and the like.
+	return strings.NewReplacer(" for flag -", " for flag --", " for -", " for --").Replace(msg)
 }
 
 // parse parses flags wherever they appear among the arguments ("--" ends

@@ -343,3 +343,21 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	code := Run(context.Background(), e, args)
 	return out.String(), errOut.String(), code
 }
+
+// TestFlagErrorsInTheWordsTyped: a flag the command lacks, one without its
+// value and a bad boolean are said with the flag as typed (--name, not the
+// flag package's -name), and a flag the command lacks with its usage.
+func TestFlagErrorsInTheWordsTyped(t *testing.T) {
+	home(t)
+	for args, want := range map[string]string{
+		"agent --bogus x":              "agent: unknown flag --bogus (usage: perch agent [-m MESSAGE] [-s SESSION] [--debug]); see 'perch agent --help'",
+		"status --bogus":               "status: unknown flag --bogus; see 'perch status --help'",
+		"cron add --message x --every": "cron: --every needs a value; see 'perch cron --help'",
+		"cron list --json=maybe":       `cron: --json takes true or false, not "maybe"; see 'perch cron --help'`,
+	} {
+		_, stderr, code := runCLI(t, strings.Fields(args)...)
+		if code != 1 || strings.TrimSpace(stderr) != "perch: "+want {
+			t.Errorf("perch %s: exit %d, %q\nwant %q", args, code, stderr, "perch: "+want)
+		}
+	}
+}
