@@ -266,12 +266,12 @@ func TestSkillsRefusals(t *testing.T) {
 		{"remove dot-dot", "remove", "..", "", "is not a skill name"},
 		{"remove unknown", "remove", "ghost", "", `no skill "ghost"`},
 		{"show unknown", "show", "ghost", "", `no skill "ghost"`},
-		{"install traversal name", "install", good, "../x", `"../x" is not a valid skill name`},
+		{"install traversal name", "install", good, "../x", `"../x" is not a valid skill name (lower-case letters, digits, . _ -); choose another --name`},
 		{"install upper-case name", "install", good, "Good", "is not a valid skill name"},
 		{"install without SKILL.md", "install", noMD, "", "has no SKILL.md"},
 		{"install missing folder", "install", filepath.Join(src, "absent"), "", "no folder " + filepath.Join(src, "absent") + " to install from"},
 		{"install a file", "install", filepath.Join(good, "SKILL.md"), "", "SKILL.md is a file; give the folder that holds SKILL.md"},
-		{"install folder with a bad name", "install", badName, "", "pass --name"},
+		{"install folder with a bad name", "install", badName, "", "the folder's name is used; pass --name to choose one"},
 		{"unknown action", "publish", "good", "", `unknown action "publish"`},
 	}
 	for _, tt := range tests {

@@ -102,12 +102,14 @@ the new one is in place).`,
 					return fmt.Errorf("skills: %s has no SKILL.md; a skill is a folder with a SKILL.md describing when and how to use it", src)
 				}
 				name := name
+				fix := "choose another --name"
 				if name == "" {
 					abs, _ := filepath.Abs(src)
 					name = filepath.Base(abs)
+					fix = "the folder's name is used; pass --name to choose one"
 				}
 				if !skillName().MatchString(name) {
-					return fmt.Errorf("skills: %q is not a valid skill name (lower-case letters, digits, . _ -); pass --name", name)
+					return fmt.Errorf("skills: %q is not a valid skill name (lower-case letters, digits, . _ -); %s", name, fix)
 				}
 				dst := filepath.Join(dir, name)
 				_, err := os.Stat(dst)
