@@ -125,7 +125,7 @@ func chatError(err error) (int, string) {
 	case errors.Is(err, agent.ErrEmpty):
 		return http.StatusBadRequest, `"message" is empty`
 	case errors.Is(err, provider.ErrNoProvider):
-		return http.StatusServiceUnavailable, err.Error()
+		return http.StatusServiceUnavailable, err.Error() + "; or connect one with the web page's setup form"
 	case errors.Is(err, agent.ErrBusy):
 		return http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, agent.ErrStopped):

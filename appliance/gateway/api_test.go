@@ -364,7 +364,7 @@ func TestChatError(t *testing.T) {
 		substr string
 	}{
 		{"empty", fmt.Errorf("wrapped: %w", agent.ErrEmpty), 400, `"message" is empty`},
-		{"no provider", fmt.Errorf("%w: set providers.openrouter.api_key", provider.ErrNoProvider), 503, "providers.openrouter.api_key"},
+		{"no provider", fmt.Errorf("%w: set providers.openrouter.api_key", provider.ErrNoProvider), 503, "set providers.openrouter.api_key; or connect one with the web page's setup form"},
 		{"busy", agent.ErrBusy, 503, "too many turns"},
 		{"stopped", agent.ErrStopped, 503, "shutting down"},
 		{"timeout", agent.ErrTimeout, 504, "deadline"},
