@@ -101,6 +101,59 @@ func TestBrowserBackticksKeepTheirLine(t *testing.T) {
 	}
 }
 
+// TestBrowserRepliesShowTheirMarkdown: models answer in Markdown, and the
+// page showed its asterisks and hashes as typed. A reply's lists, headings,
+// bold, italics and links show as such, built as nodes: markup in a reply
+// stays text, a link goes only to http(s), and snake_case keeps its
+// underscores. The person's own message stays as typed.
+func TestBrowserRepliesShowTheirMarkdown(t *testing.T) {
+	for _, w := range widths {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			p := openChat(t, w)
+			ctx := p.ctx
+			reply := "## Plants\nWater **the basil** and *the mint* today; read_file says `soil_dry`.\n\n" +
+				"- first the kitchen\n- then the **balcony**\n  and the shed\n\n" +
+				"1. fill the can\n2. pour\n\n" +
+				"See [the guide](https://example.com/guide) or [this](javascript:alert(1)). <b>not bold</b>"
+			p.fake.Enqueue(providertest.Reply{Content: reply})
+			sendMessage(t, ctx, "what **now**?")
+			waitFor(t, ctx, "the reply", `document.querySelectorAll('#log .msg.agent').length === 1`)
+			if got := eval[string](t, ctx, `document.querySelector('#log .msg.user').textContent`); got != "what **now**?" {
+				t.Errorf("the person's message shows %q", got)
+			}
+			msg := `document.querySelector('#log .msg.agent')`
+			for js, want := range map[string]string{
+				msg + `.querySelector('.heading strong').textContent`:                                "Plants",
+				`[...` + msg + `.querySelectorAll('p strong')].map(e => e.textContent).join('|')`:    "Plants|the basil",
+				`[...` + msg + `.querySelectorAll('p em')].map(e => e.textContent).join('|')`:        "the mint",
+				`[...` + msg + `.querySelectorAll('ul > li')].map(e => e.textContent).join('|')`:     "first the kitchen|then the balcony\nand the shed",
+				msg + `.querySelector('ul strong').textContent`:                                      "balcony",
+				`[...` + msg + `.querySelectorAll('ol > li')].map(e => e.textContent).join('|')`:     "fill the can|pour",
+				`[...` + msg + `.querySelectorAll('a')].map(e => e.href + ' ' + e.target).join('|')`: "https://example.com/guide _blank",
+				`[...` + msg + `.querySelectorAll('p code')].map(e => e.textContent).join('|')`:      "soil_dry",
+				`String(` + msg + `.querySelector('b'))`:                                             "null",
+			} {
+				if got := eval[string](t, ctx, js); got != want {
+					t.Errorf("%s = %q, want %q", js, got, want)
+				}
+			}
+			txt := eval[string](t, ctx, msg+`.textContent`)
+			for _, want := range []string{"read_file says", "[this](javascript:alert(1))", "<b>not bold</b>"} {
+				if !strings.Contains(txt, want) {
+					t.Errorf("the reply lacks %q: %q", want, txt)
+				}
+			}
+			if strings.Contains(txt, "**") || strings.Contains(txt, "## ") {
+				t.Errorf("Markdown marks show: %q", txt)
+			}
+			if w == 360 {
+				noOverflow(t, ctx, "Chat with Markdown")
+			}
+			shot(t, ctx, w, fmt.Sprintf("%d-chat-markdown", w))
+		})
+	}
+}
+
 // TestBrowserLongReplyReadsFromItsStart: a reply taller than the log is
 // scrolled so its first line shows (it was scrolled to its end, leaving
 // the reader below its start), and at a phone's width the Canvas button

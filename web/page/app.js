@@ -276,20 +276,19 @@
   // renderText shows text with ``` fenced blocks as code, everything as text.
   // A fence opens only at the start of a line, as in Markdown, and only a
   // one-word rest of its line is a language tag: ``` inside a sentence and
-  // a pair on one line (inline code) keep the words around them.
-  function renderText(into, text) {
-    let para = [], code = null;
+  // a pair on one line (inline code) keep the words around them. With rich
+  // (Perch's answers, which models write in Markdown) it also shows lists,
+  // headings, bold, italics and links; it builds nodes, never HTML, so a
+  // message cannot put markup in the page.
+  function renderText(into, text, rich) {
+    let para = [], code = null, list = null;
+    const endList = () => { list = null; };
     const flush = () => {
       const t = para.join('\n').replace(/^\n+|\n+$/g, '');
       para = [];
       if (t.trim() === '') return;
       const p = el('p');
-      let at = 0;
-      for (const m of t.matchAll(/(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)/g)) {
-        p.append(t.slice(at, m.index), el('code', '', m[2]));
-        at = m.index + m[0].length;
-      }
-      p.append(t.slice(at));
+      inline(p, t, rich);
       into.appendChild(p);
     };
     const block = () => {
@@ -304,12 +303,76 @@
         if (!f) { code.push(line); continue; }
         block();
         if (f[1].trim()) para.push(f[1].trim());
-      } else if (f && !f[1].includes('`')) {
-        flush();
+        continue;
+      }
+      if (f && !f[1].includes('`')) {
+        flush(); endList();
         code = /^\s*\S*\s*$/.test(f[1]) ? [] : [f[1]];
-      } else para.push(line);
+        continue;
+      }
+      if (rich) {
+        const item = line.match(/^ {0,3}(?:([-*+])|(\d{1,9})[.)]) +(.*)$/);
+        const head = line.match(/^ {0,3}#{1,6} +(.*?)(?: +#+)? *$/);
+        if (item) {
+          flush();
+          const tag = item[1] ? 'ul' : 'ol';
+          if (!list || list.tagName.toLowerCase() !== tag) {
+            list = el(tag);
+            if (tag === 'ol' && item[2] !== '1') list.start = Number(item[2]);
+            into.appendChild(list);
+          }
+          const li = el('li');
+          inline(li, item[3], true);
+          list.appendChild(li);
+          continue;
+        }
+        if (list && /^\s{2,}\S/.test(line)) { // an item's next line
+          const li = list.lastElementChild;
+          li.append('\n');
+          inline(li, line.trim(), true);
+          continue;
+        }
+        if (head) {
+          flush(); endList();
+          const h = el('p', 'heading');
+          h.appendChild(el('strong', '', ''));
+          inline(h.firstChild, head[1], true);
+          into.appendChild(h);
+          continue;
+        }
+        if (line.trim() === '') endList();
+        else if (list) endList();
+      }
+      para.push(line);
     }
     if (code) block(); else flush();
+  }
+
+  // inline appends text to into with `code` spans as code and, when rich,
+  // **bold**, *italic* (or _italic_, not inside a word: snake_case stays)
+  // and [links](https://…) (http and https only, opened in a new tab).
+  const INLINE_CODE = /(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)/g;
+  const INLINE_RICH = /(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)|\*\*(\S(?:.*?\S)?)\*\*|__(\S(?:.*?\S)?)__|(?<![\w*])\*(\S(?:.*?\S)?)\*(?![\w*])|(?<![\w_])_(\S(?:.*?\S)?)_(?![\w_])|\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g;
+  function inline(into, t, rich) {
+    let at = 0;
+    for (const m of t.matchAll(rich ? INLINE_RICH : INLINE_CODE)) {
+      into.append(t.slice(at, m.index));
+      at = m.index + m[0].length;
+      if (m[2] !== undefined) { into.appendChild(el('code', '', m[2])); continue; }
+      if (m[7] !== undefined) {
+        const a = el('a', '', m[7]);
+        a.href = m[8];
+        a.target = '_blank';
+        a.rel = 'noopener noreferrer';
+        into.appendChild(a);
+        continue;
+      }
+      const strong = m[3] !== undefined ? m[3] : m[4];
+      const node = el(strong !== undefined ? 'strong' : 'em');
+      inline(node, strong !== undefined ? strong : (m[5] !== undefined ? m[5] : m[6]), true);
+      into.appendChild(node);
+    }
+    into.append(t.slice(at));
   }
 
   const MAX_LOG = 150;
@@ -320,7 +383,7 @@
     const li = el('li', 'msg ' + role);
     if (opts.pushed) { li.classList.add('pushed'); li.appendChild(el('span', 'tag', 'Perch · ' + (opts.t ? when(opts.t) : 'now'))); }
     if (opts.unread) li.classList.add('unread');
-    renderText(li, text);
+    renderText(li, text, role === 'agent');
     $('log').appendChild(li);
     while ($('log').children.length > MAX_LOG) $('log').firstElementChild.remove();
     // A message taller than the log is read from its start, not its end.
