@@ -128,7 +128,8 @@ func TestCronFlagsAndDurations(t *testing.T) {
 		{[]string{"--message", "m", "--cron", "0 9 * * *", "--tz", "Mars/Base"}, []string{`--tz "Mars/Base"`}},
 		{[]string{"--message", "m", "--every", "1h", "--tz", "Europe/Berlin"}, []string{"--tz applies to --cron only"}},
 		{[]string{"--message", "m", "--cron", "0 9 * * monday"}, []string{`--cron "0 9 * * monday": the day-of-week (0-6 or sun-sat) field "monday"`}},
-		{[]string{"--message", "m", "--every", "5000d"}, []string{"--every must be at most 315360000 (ten years)"}},
+		{[]string{"--message", "m", "--every", "5000d"}, []string{"--every 5000d: too long; at most ten years (3650d)"}},
+		{[]string{"--message", "m", "--at", "400000000"}, []string{"--at 400000000: too long; at most ten years (3650d)"}},
 		{[]string{"--message", "m", "--every", "107639d"}, []string{"--every 107639d: too long; at most ten years (3650d)"}},
 	}
 	for _, tt := range tests {

@@ -155,8 +155,17 @@ func cronSpec(message, command string, deliver bool, channel, to, tz string, eve
 // form takes them too).
 func seconds(flagName, s string) (int64, error) {
 	s = strings.TrimSpace(s)
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+	given := s
+	tooLong := func(n int64) (int64, error) {
+		if n > schedule.MaxSeconds {
+			// Said in the person's own terms: the scheduler's limit
+			// in seconds would be a number they never typed.
+			return 0, fmt.Errorf("%s %s: too long; at most ten years (3650d)", flagName, given)
+		}
 		return n, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return tooLong(n)
 	}
 	var days int64
 	if head, rest, ok := cutDays(s); ok {
@@ -173,7 +182,7 @@ func seconds(flagName, s string) (int64, error) {
 	if days > 100000 {
 		return 0, fmt.Errorf("%s %dd: too long; at most ten years (3650d)", flagName, days)
 	}
-	return days*86400 + int64(d/time.Second), nil
+	return tooLong(days*86400 + int64(d/time.Second))
 }
 
 // cutDays splits "7d12h" into 7 and "12h"; ok is false without a count of
@@ -239,6 +248,29 @@ func openJobs(ctx context.Context, cfg *config.Config, stderr io.Writer) (api.Jo
 }
 
 func runCron(ctx context.Context, w io.Writer, jobs api.Jobs, action string, args []string, spec api.JobSpec, asJSON bool) error {
+	err := cronAction(ctx, w, jobs, action, args, spec, asJSON)
+	if err == nil {
+		return nil
+	}
+	// Named by the command typed, not the package that refused it.
+	msg := strings.TrimPrefix(err.Error(), "schedule: ")
+	if action == "add" {
+		msg = flagWords.Replace(msg)
+	}
+	return &cronError{msg: "cron " + action + ": " + msg, err: err}
+}
+
+// cronError is a cron command's failure in the CLI's words; it still
+// wraps what refused it.
+type cronError struct {
+	msg string
+	err error
+}
+
+func (e *cronError) Error() string { return e.msg }
+func (e *cronError) Unwrap() error { return e.err }
+
+func cronAction(ctx context.Context, w io.Writer, jobs api.Jobs, action string, args []string, spec api.JobSpec, asJSON bool) error {
 	switch action {
 	case "list":
 		list, err := jobs.List(ctx)
@@ -255,7 +287,7 @@ func runCron(ctx context.Context, w io.Writer, jobs api.Jobs, action string, arg
 	case "add":
 		j, err := jobs.Add(ctx, spec)
 		if err != nil {
-			return errors.New(flagWords.Replace(err.Error()))
+			return err
 		}
 		fmt.Fprintln(w, j.ID)
 		return nil
