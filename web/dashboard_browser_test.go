@@ -545,7 +545,7 @@ func TestBrowserReadinessFailing(t *testing.T) {
 				chromedp.SendKeys(chromedp.ID("token"), browserToken),
 				chromedp.Click(chromedp.ID("token-save")),
 				chromedp.WaitNotVisible(chromedp.ID("token-dialog")))
-			waitFor(t, ctx, "the header's readiness", `document.getElementById('state').textContent === 'not ready: Language model'`)
+			waitFor(t, ctx, "the header's readiness", `document.getElementById('state').textContent === 'not ready: language model failing'`)
 			banner := eval[string](t, ctx, `document.getElementById('notice-text').textContent`)
 			if !strings.Contains(banner, "setup form") || strings.Contains(banner, "providers.") || strings.Contains(banner, "agents.") || strings.Contains(banner, "config") {
 				t.Errorf("the banner says %q; it should point to the setup form, not to config keys", banner)

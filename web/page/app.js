@@ -1114,7 +1114,7 @@
   // System panel show the same answer.
   function applyReadiness(ready, checks, model) {
     const failing = checks.filter((c) => c.status === 'fail');
-    setState(ready ? 'ready' + (model ? ' · ' + model : '') : 'not ready' + (failing.length ? ': ' + failing.map((c) => checkName(c.name)).join(', ') : ''), ready);
+    setState(ready ? 'ready' + (model ? ' · ' + model : '') : 'not ready' + (failing.length ? ': ' + failing.map((c) => checkName(c.name).toLowerCase()).join(', ') + ' failing' : ''), ready);
     const sum = $('ready-summary');
     sum.textContent = ready ? 'Perch is ready.' : 'Perch is not ready: ' + (failing.length ? failing.map((c) => checkName(c.name).toLowerCase()).join(', ') + ' failing.' : 'starting.');
     sum.className = 'summary ' + (ready ? 'ok' : 'bad');
