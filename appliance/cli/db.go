@@ -65,7 +65,7 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 				}
 				rep, err := store.CheckFile(target)
 				if errors.Is(err, store.ErrLocked) {
-					return fmt.Errorf("db check: %s is open in a running gateway, which checked it when it started; to check it now, stop the gateway first (sudo systemctl stop perch)", target)
+					return fmt.Errorf("db check: %s is open in a running gateway, which checked it when it started; to check it now, stop the gateway first (sudo systemctl stop perch, or Ctrl-C in its terminal)", target)
 				}
 				if errors.Is(err, fs.ErrNotExist) && from != "" {
 					return fmt.Errorf("db check: --from %s: no such file", from)
@@ -118,7 +118,7 @@ Both read the file under a shared lock: stop the gateway before checking perch.d
 			}
 			rep, err := store.Salvage(src, dst)
 			if errors.Is(err, store.ErrLocked) {
-				return fmt.Errorf("db salvage: %s is open in a running gateway; stop it first, or salvage a damaged copy with --from", src)
+				return fmt.Errorf("db salvage: %s is open in a running gateway; stop it first (sudo systemctl stop perch, or Ctrl-C in its terminal), or salvage a damaged copy with --from", src)
 			}
 			if err != nil {
 				return fmt.Errorf("db salvage: %w", err)
