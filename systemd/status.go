@@ -122,8 +122,21 @@ func (c Client) address() string {
 }
 
 func noSystemd(addr string, err error) error {
-	return fmt.Errorf("systemd: %w (no system D-Bus at %s): /admin/service needs the gateway to run under systemd: %v",
-		ErrNoSystemd, busLabel(addr), err)
+	return fmt.Errorf("systemd: no system D-Bus at %s (%s), so %w; the service's status needs the gateway to run under systemd, as the perch package installs it",
+		busLabel(addr), lastCause(err), ErrNoSystemd)
+}
+
+// lastCause is the end of a chain of wrapped messages, the system's own
+// words ("connect: no such file or directory"), without the address the
+// message already names.
+func lastCause(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		if j := strings.LastIndex(msg[:i], ": "); j >= 0 {
+			return msg[j+2:]
+		}
+	}
+	return msg
 }
 
 // busLabel shortens a D-Bus address for a message: the socket path of
