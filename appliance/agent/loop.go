@@ -69,10 +69,18 @@ type Loop struct {
 
 	sem      chan struct{}
 	admitted atomic.Int64 // turns and commands waiting or running
-	// busSlots bounds the chat messages taken from the bus and not yet
-	// answered: beyond it they wait in the bus (and the channels' inbox)
-	// rather than being refused as too many.
-	busSlots chan struct{}
+	// Chat messages from the bus wait in their chat's queue, each chat
+	// answered by a worker of its own, one message after the other: a
+	// chat's messages in their order, no chat waiting behind another's
+	// backlog, and no turn's time spent waiting in line. busRun bounds
+	// the workers in a turn at once; waiting counts the messages queued,
+	// and past maxWaiting the consumer stops taking from the bus, where
+	// the channels keep them in their inbox.
+	queuesMu sync.Mutex
+	queues   map[string][]bus.Inbound
+	waiting  int
+	room     chan struct{} // a message left a queue (capacity 1)
+	busRun   chan struct{}
 	running  atomic.Int64
 	// answering counts chat commands being answered: admitted, not
 	// waiting, and not turns at the model either.
@@ -164,7 +172,9 @@ func New(opts Options) *Loop {
 		log:      opts.Log,
 		prompt:   newPromptBuilder(opts.Workspace),
 		sem:      make(chan struct{}, opts.MaxConcurrentTurns),
-		busSlots: make(chan struct{}, opts.MaxConcurrentTurns+opts.MaxQueuedTurns),
+		queues:   map[string][]bus.Inbound{},
+		room:     make(chan struct{}, 1),
+		busRun:   make(chan struct{}, opts.MaxConcurrentTurns),
 		locks:    map[string]*sessionLock{},
 		commands: map[string]ChatCommand{},
 		started:  time.Now(),
@@ -224,34 +234,87 @@ func (l *Loop) Start(ctx context.Context) error {
 				if !ok {
 					return
 				}
-				// A slot first: past max_concurrent_turns plus
-				// max_queued_turns a backlog (a chat's messages fetched
-				// or replayed after a restart) waits in the bus, where
-				// the channels keep it in their inbox, instead of being
-				// answered "too many turns". A message taken here when
-				// the stop comes is replayed from the inbox.
-				select {
-				case l.busSlots <- struct{}{}:
-				case <-l.base.Done():
-					return
-				}
 				if in.Channel == "" {
 					in.Channel = bus.ChannelCLI
 				}
-				// The place in the chat's line is taken here, in the
-				// bus's order, not by the turn's goroutine, which could
-				// be overtaken by the next message's.
-				t := l.takeTicket(in.Key())
-				l.turnsWG.Add(1)
-				go func() {
-					defer l.turnsWG.Done()
-					defer func() { <-l.busSlots }()
-					l.answer(in, t)
-				}()
+				if !l.enqueue(in) {
+					return // stopping: the inbox replays it at the next start
+				}
 			}
 		}
 	}()
 	return nil
+}
+
+// maxWaiting bounds the chat messages queued in the loop: a backlog
+// after an outage (a channel's catch-up, the inbox's replay) fits, and a
+// flood beyond it waits in the channels' inbox instead of memory.
+const maxWaiting = 1024
+
+// enqueue puts in at the end of its chat's queue, starting the chat's
+// worker when it has none; it waits while maxWaiting messages are queued,
+// and reports false when the loop stops meanwhile.
+func (l *Loop) enqueue(in bus.Inbound) bool {
+	key := in.Key()
+	l.queuesMu.Lock()
+	for l.waiting >= maxWaiting {
+		l.queuesMu.Unlock()
+		select {
+		case <-l.room:
+		case <-l.base.Done():
+			return false
+		}
+		l.queuesMu.Lock()
+	}
+	q, running := l.queues[key]
+	l.queues[key] = append(q, in)
+	l.waiting++
+	l.queuesMu.Unlock()
+	if !running {
+		l.turnsWG.Add(1)
+		go l.work(key)
+	}
+	return true
+}
+
+// work answers key's queued messages one after the other, each once a
+// turn may run (busRun), and ends when the queue is empty.
+func (l *Loop) work(key string) {
+	defer l.turnsWG.Done()
+	for {
+		l.queuesMu.Lock()
+		q := l.queues[key]
+		if len(q) == 0 {
+			delete(l.queues, key)
+			l.queuesMu.Unlock()
+			return
+		}
+		select {
+		case <-l.base.Done():
+			// Stopping: what waits is replayed from the inbox.
+			l.waiting -= len(q)
+			delete(l.queues, key)
+			l.queuesMu.Unlock()
+			return
+		default:
+		}
+		in := q[0]
+		q[0] = bus.Inbound{}
+		l.queues[key] = q[1:]
+		l.waiting--
+		l.queuesMu.Unlock()
+		select {
+		case l.room <- struct{}{}:
+		default:
+		}
+		select {
+		case l.busRun <- struct{}{}:
+		case <-l.base.Done():
+			continue
+		}
+		l.answer(in)
+		<-l.busRun
+	}
 }
 
 // answer runs a bus message's turn and sends the reply back on its channel.
@@ -259,8 +322,8 @@ func (l *Loop) Start(ctx context.Context) error {
 // empty, so the dispatcher clears the message from the durable inbox; a
 // turn cut short by shutdown publishes nothing, and the inbox runs it again
 // at the next start.
-func (l *Loop) answer(in bus.Inbound, t *ticket) {
-	rep, err := l.process(l.base, in, t)
+func (l *Loop) answer(in bus.Inbound) {
+	rep, err := l.process(l.base, in, true)
 	out := bus.Outbound{Channel: in.Channel, ChatID: in.ChatID, ThreadID: in.ThreadID, ReplyTo: in.ReplyTo, InboxID: in.InboxID}
 	switch {
 	case err == nil:
@@ -336,28 +399,33 @@ type Stats struct {
 func (l *Loop) Stats() Stats {
 	l.locksMu.Lock()
 	active := len(l.locks)
+	l.queuesMu.Lock()
+	for key := range l.queues {
+		if l.locks[key] == nil {
+			active++ // messages wait for it, none has its slot yet
+		}
+	}
+	waiting := l.waiting
+	l.queuesMu.Unlock()
 	l.locksMu.Unlock()
 	run := int(l.running.Load())
 	q := int(l.admitted.Load()) - run - int(l.answering.Load())
 	if q < 0 {
 		q = 0
 	}
-	return Stats{ActiveSessions: active, QueueDepth: q, Running: run}
+	return Stats{ActiveSessions: active, QueueDepth: q + waiting, Running: run}
 }
 
 // Process runs one turn for in and returns the reply. It is safe for
 // concurrent use; turns of one session are serialised.
 func (l *Loop) Process(ctx context.Context, in bus.Inbound) (*Reply, error) {
-	return l.process(ctx, in, nil)
+	return l.process(ctx, in, false)
 }
 
-// process is Process for a message that may hold its place in the
-// session's line already (t, taken as it came off the bus, which also
-// bounds those messages: they are never refused as too many).
-func (l *Loop) process(ctx context.Context, in bus.Inbound, t *ticket) (*Reply, error) {
-	if t != nil {
-		defer t.release() // on the ways out before the turn; a no-op after
-	}
+// process is Process; fromBus marks a chat message from the bus, which
+// its chat's worker runs once a turn may (busRun bounds them), and which
+// is never refused as too many: it waited its turn in the queue instead.
+func (l *Loop) process(ctx context.Context, in bus.Inbound, fromBus bool) (*Reply, error) {
 	select {
 	case <-l.base.Done():
 		return nil, ErrStopped
@@ -376,7 +444,7 @@ func (l *Loop) process(ctx context.Context, in bus.Inbound, t *ticket) (*Reply, 
 	// Admission: bounded waiting instead of an unbounded queue.
 	limit := int64(l.opts.MaxConcurrentTurns + l.opts.MaxQueuedTurns)
 	l.turns.Add(1)
-	if n := l.admitted.Add(1); n > limit && t == nil {
+	if n := l.admitted.Add(1); n > limit && !fromBus {
 		l.admitted.Add(-1)
 		return nil, ErrBusy
 	}
@@ -386,7 +454,7 @@ func (l *Loop) process(ctx context.Context, in bus.Inbound, t *ticket) (*Reply, 
 	defer cancel()
 	defer context.AfterFunc(l.base, cancel)()
 
-	unlock, err := l.lockSession(ctx, key, t)
+	unlock, err := l.lockSession(ctx, key)
 	if err != nil {
 		return nil, l.ctxErr(ctx, err, "this chat's previous turn to end")
 	}
@@ -444,12 +512,9 @@ func (l *Loop) ctxErr(ctx context.Context, err error, waiting string) error {
 	return err
 }
 
-// lockSession waits for the session's turn slot, in the line at t, or
-// at the end of the line when t is nil.
-func (l *Loop) lockSession(ctx context.Context, key string, t *ticket) (func(), error) {
-	if t == nil {
-		t = l.takeTicket(key)
-	}
+// lockSession waits for the session's turn slot, at the end of its line.
+func (l *Loop) lockSession(ctx context.Context, key string) (func(), error) {
+	t := l.takeTicket(key)
 	select {
 	case <-t.ready:
 		return t.release, nil

@@ -108,7 +108,7 @@ func (s *Subagents) Spawn(ctx context.Context, task, label string) (string, erro
 func (s *Subagents) record(key, text string) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.l.opts.TurnTimeout)
 	defer cancel()
-	unlock, err := s.l.lockSession(ctx, key, nil)
+	unlock, err := s.l.lockSession(ctx, key)
 	if err != nil {
 		return
 	}
