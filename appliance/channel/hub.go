@@ -56,6 +56,9 @@ type Hub struct {
 	// unsent holds inbox entries whose turn has not been handed to the
 	// agent yet (the bus was full); the sweeper hands them over.
 	unsent map[uint64]bus.Inbound
+	// replaying is set from Prepare to the end of the replay in Start:
+	// new messages wait in unsent meanwhile.
+	replaying bool
 	// sending holds the inbox entries whose reply a channel's sender has
 	// (Hold): the sweeper leaves them to it.
 	sending map[uint64]bool
@@ -78,6 +81,8 @@ type Hub struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	kick   chan struct{}
+	// feedKick wakes the feeder (feed).
+	feedKick chan struct{}
 }
 
 // NewHub returns a hub; the Manager starts it.
@@ -95,7 +100,7 @@ func NewHub(o HubOptions) *Hub {
 		o.Now = time.Now
 	}
 	h := &Hub{o: o, log: o.Log, intakes: map[string]*Intake{}, typing: map[uint64]context.CancelFunc{},
-		unsent: map[uint64]bus.Inbound{}, sending: map[uint64]bool{}, kept: map[uint64]string{}, memSeen: map[string]bool{}, kick: make(chan struct{}, 1)}
+		unsent: map[uint64]bus.Inbound{}, sending: map[uint64]bool{}, kept: map[uint64]string{}, memSeen: map[string]bool{}, kick: make(chan struct{}, 1), feedKick: make(chan struct{}, 1)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -212,13 +217,13 @@ func (h *Hub) seen(channel, eventID string) bool {
 // chat.
 func (h *Hub) publish(ctx context.Context, in bus.Inbound) {
 	h.mu.Lock()
-	behind := len(h.unsent) > 0
+	behind := len(h.unsent) > 0 || h.replaying
 	if behind {
 		h.unsent[in.InboxID] = in
 	}
 	h.mu.Unlock()
 	if behind {
-		h.poke()
+		h.pokeFeed()
 		return
 	}
 	if err := h.handOver(ctx, in); err != nil {
@@ -229,7 +234,7 @@ func (h *Hub) publish(ctx context.Context, in bus.Inbound) {
 		h.mu.Lock()
 		h.unsent[in.InboxID] = in
 		h.mu.Unlock()
-		h.poke()
+		h.pokeFeed()
 	}
 }
 
@@ -535,6 +540,19 @@ func (h *Hub) Start(ctx context.Context, send func(ctx context.Context, out bus.
 		h.replay(ctx, h.left)
 		h.left = nil
 	}
+	// What waited for the replay goes now, after it, in inbox order.
+	h.mu.Lock()
+	wasReplaying := h.replaying
+	h.replaying = false
+	h.mu.Unlock()
+	if wasReplaying {
+		h.pokeFeed()
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.feed()
+	}()
 	go func() {
 		defer h.wg.Done()
 		h.sweep()
@@ -582,6 +600,11 @@ func (h *Hub) Prepare() {
 		items = nil
 	}
 	h.left, h.prepared = items, true
+	// Channels start before the replay (Start): a message they take
+	// meanwhile waits behind what the last run left of its chat.
+	h.mu.Lock()
+	h.replaying = len(items) > 0
+	h.mu.Unlock()
 }
 
 // replay republishes the entries left by the last run.
@@ -623,8 +646,68 @@ func (h *Hub) replay(ctx context.Context, items []inboxItem) {
 	}
 }
 
-// sweep retries what waits: messages the agent's queue had no room for,
-// and replies the platform did not take.
+// feed hands the agent the messages that wait in unsent, in the order
+// they came, as its queue makes room. It is a loop of its own: the
+// sweeper can spend minutes on replies to a platform that is down.
+func (h *Hub) feed() {
+	for {
+		wait := time.Hour
+		if h.feedOnce() {
+			// The agent's queue makes room as turns end: seconds.
+			wait = time.Second
+		}
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-h.feedKick:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// feedOnce hands waiting messages over in inbox order (ids grow), each
+// left waiting until the bus took it, new ones queueing behind them
+// meanwhile (publish); the first the bus refuses keeps the rest back. It
+// reports whether any still wait.
+func (h *Hub) feedOnce() bool {
+	h.mu.Lock()
+	ids := make([]uint64, 0, len(h.unsent))
+	for id := range h.unsent {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		h.mu.Lock()
+		in, ok := h.unsent[id]
+		h.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if err := h.handOver(h.ctx, in); err != nil {
+			if errors.Is(err, bus.ErrClosed) {
+				return false // shutting down: the inbox replays them
+			}
+			break
+		}
+		h.mu.Lock()
+		delete(h.unsent, id)
+		h.mu.Unlock()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.unsent) > 0
+}
+
+// pokeFeed asks the feeder to look at unsent now.
+func (h *Hub) pokeFeed() {
+	select {
+	case h.feedKick <- struct{}{}:
+	default:
+	}
+}
+
+// sweep retries the replies the platform did not take.
 func (h *Hub) sweep() {
 	b := Backoff{Min: 5 * time.Second, Max: 5 * time.Minute}
 	timer := time.NewTimer(time.Hour)
@@ -632,16 +715,8 @@ func (h *Hub) sweep() {
 	for {
 		pending := h.sweepOnce()
 		var wait time.Duration
-		h.mu.Lock()
-		queued := len(h.unsent) > 0
-		h.mu.Unlock()
 		if pending {
 			wait = b.Next()
-			if queued {
-				// Messages the agent's queue had no room for: it makes
-				// room as turns end, within seconds, not minutes.
-				wait = min(wait, time.Second)
-			}
 		} else {
 			b.Reset()
 			wait = 10 * time.Minute
@@ -666,35 +741,9 @@ func (h *Hub) sweep() {
 	}
 }
 
-// sweepOnce reports whether anything still waits afterwards.
+// sweepOnce reports whether a reply still waits afterwards.
 func (h *Hub) sweepOnce() bool {
-	// Waiting messages go in the order they came (inbox ids grow), each
-	// left waiting until the bus took it: new ones queue behind them
-	// meanwhile (publish), and the first refused keeps the rest back.
-	h.mu.Lock()
-	ids := make([]uint64, 0, len(h.unsent))
-	for id := range h.unsent {
-		ids = append(ids, id)
-	}
-	h.mu.Unlock()
-	slices.Sort(ids)
-	for _, id := range ids {
-		h.mu.Lock()
-		in, ok := h.unsent[id]
-		h.mu.Unlock()
-		if !ok {
-			continue
-		}
-		if h.handOver(h.ctx, in) != nil {
-			break
-		}
-		h.mu.Lock()
-		delete(h.unsent, id)
-		h.mu.Unlock()
-	}
-	h.mu.Lock()
-	pending := len(h.unsent) > 0
-	h.mu.Unlock()
+	pending := false
 	h.mu.Lock()
 	send := h.send
 	h.mu.Unlock()

@@ -880,3 +880,33 @@ func TestAChatsMessagesKeepTheirOrderPastAFullQueue(t *testing.T) {
 		t.Errorf("the agent received\n%q\nwant\n%q", texts, want)
 	}
 }
+
+// TestANewMessageWaitsForTheReplayOfItsChat: the channels start (and may
+// take a message) before the hub replays what the last run left; a new
+// message waits behind the replayed one of its chat, or it was answered
+// first.
+func TestANewMessageWaitsForTheReplayOfItsChat(t *testing.T) {
+	dir := t.TempDir()
+	r := newRig(t, dir)
+	in := r.intake(nil)
+	in.Receive(context.Background(), Message{EventID: "e1", ChatID: "5", SenderID: "5", Text: "left by the last run"})
+	r.inbound(200 * time.Millisecond)
+	r.hub.Stop()
+	r.db.Close()
+
+	r2 := newRig(t, dir)
+	in2 := r2.intake(nil)
+	r2.hub.Prepare() // as the channel manager does before the channels start
+	if err := in2.Receive(context.Background(), Message{EventID: "e2", ChatID: "5", SenderID: "5", Text: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	r2.hub.Start(context.Background(), func(context.Context, bus.Outbound) error { return nil })
+	got := r2.inbound(2 * time.Second)
+	var texts []string
+	for _, ib := range got {
+		texts = append(texts, ib.Text)
+	}
+	if !slices.Equal(texts, []string{"left by the last run", "new"}) {
+		t.Errorf("the agent received %q; want the replayed message first", texts)
+	}
+}
