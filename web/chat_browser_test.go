@@ -150,6 +150,33 @@ func TestBrowserRepliesShowTheirMarkdown(t *testing.T) {
 				noOverflow(t, ctx, "Chat with Markdown")
 			}
 			shot(t, ctx, w, fmt.Sprintf("%d-chat-markdown", w))
+
+			// Spans end at their first closing mark; a link keeps the
+			// parentheses of its address; a rule is a rule.
+			p.fake.Enqueue(providertest.Reply{Content: "**a** and **b**, *c* or *d*\n* * *\n[Go](https://en.wikipedia.org/wiki/Go_(programming_language))."})
+			sendMessage(t, ctx, "more")
+			waitFor(t, ctx, "the second reply", `document.querySelectorAll('#log .msg.agent').length === 2`)
+			last := `[...document.querySelectorAll('#log .msg.agent')].pop()`
+			for js, want := range map[string]string{
+				`[...` + last + `.querySelectorAll('strong, em')].map(e => e.tagName + ':' + e.textContent).join('|')`: "STRONG:a|STRONG:b|EM:c|EM:d",
+				`String(` + last + `.querySelectorAll('hr').length)`:                                                   "1",
+				last + `.querySelector('a').href`:                                                                      "https://en.wikipedia.org/wiki/Go_(programming_language)",
+			} {
+				if got := eval[string](t, ctx, js); got != want {
+					t.Errorf("%s = %q, want %q", js, got, want)
+				}
+			}
+			// A line of 120 KB with marks left open (a command's output)
+			// shows at once: each open mark scanned to the end of the
+			// line, seconds of a frozen page.
+			long := strings.Repeat("**a ", 30000)
+			p.fake.Enqueue(providertest.Reply{Content: long})
+			asked := time.Now()
+			sendMessage(t, ctx, "the log, please")
+			waitFor(t, ctx, "the long reply", `document.querySelectorAll('#log .msg.agent').length === 3`)
+			if took := time.Since(asked); took > 3*time.Second {
+				t.Errorf("a reply with a 120 KB line took %v to show", took)
+			}
 		})
 	}
 }

@@ -310,6 +310,11 @@
         code = /^\s*\S*\s*$/.test(f[1]) ? [] : [f[1]];
         continue;
       }
+      if (rich && /^ {0,3}([-*_])(?: *\1){2,} *$/.test(line)) { // a rule: * * *, ---
+        flush(); endList();
+        into.appendChild(el('hr'));
+        continue;
+      }
       if (rich) {
         const item = line.match(/^ {0,3}(?:([-*+])|(\d{1,9})[.)]) +(.*)$/);
         const head = line.match(/^ {0,3}#{1,6} +(.*?)(?: +#+)? *$/);
@@ -352,9 +357,16 @@
   // **bold**, *italic* (or _italic_, not inside a word: snake_case stays)
   // and [links](https://…) (http and https only, opened in a new tab).
   const INLINE_CODE = /(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)/g;
-  const INLINE_RICH = /(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)|\*\*(\S(?:.*?\S)?)\*\*|__(\S(?:.*?\S)?)__|(?<![\w*])\*(\S(?:.*?\S)?)\*(?![\w*])|(?<![\w_])_(\S(?:.*?\S)?)_(?![\w_])|\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g;
+  // Spans end at their first closing mark (lazy), a link's text holds no
+  // bracket and its address one level of parentheses (Wikipedia's).
+  const INLINE_RICH = /(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)|\*\*(\S(?:.*?\S)??)\*\*|__(\S(?:.*?\S)??)__|(?<![\w*])\*(\S(?:.*?\S)??)\*(?![\w*])|(?<![\w_])_(\S(?:.*?\S)??)_(?![\w_])|\[([^[\]\n]+)\]\((https?:\/\/(?:[^\s()]|\([^\s()]*\))+)\)/g;
+  // An emphasis mark left open scans to the end of its line, for each
+  // mark: on a line of tens of KB (a command's output) that took seconds.
+  // Such lines show code spans only.
+  const LONG_LINE = /[^\n]{4001}/;
   function inline(into, t, rich) {
     let at = 0;
+    if (rich && LONG_LINE.test(t)) rich = false;
     for (const m of t.matchAll(rich ? INLINE_RICH : INLINE_CODE)) {
       into.append(t.slice(at, m.index));
       at = m.index + m[0].length;
