@@ -124,6 +124,10 @@ func jobFieldPlace(field string) string {
 	switch field {
 	case "at_seconds", "every_seconds", "cron_expr", "tz":
 		return fmt.Sprintf(`it goes in "schedule": {"%s": ...}`, field)
+	case "message", "command", "deliver", "channel", "to", "schedule", "restricted":
+		// encoding/json does not say where it met the field: one the
+		// job has was met inside "schedule".
+		return `it goes beside "schedule", not in it; a schedule has "at_seconds" | "every_seconds" | "cron_expr", and "tz"`
 	}
 	return `a job has "message", "command", "deliver", "channel", "to" and "schedule" ({"at_seconds" | "every_seconds" | "cron_expr", "tz"})`
 }

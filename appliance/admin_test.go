@@ -141,6 +141,8 @@ func TestAdminCronAPIRefusals(t *testing.T) {
 		{"unknown field", "POST", "/admin/cron", `{"msg":"m","schedule":{"every_seconds":60}}`, "Bearer t", 400,
 			`"msg" is not a field of this request; a job has "message", `},
 		{"unknown schedule field", "POST", "/admin/cron", `{"message":"m","schedule":{"every":60}}`, "Bearer t", 400, `"every" is not a field of this request`},
+		{"job field inside schedule", "POST", "/admin/cron", `{"schedule":{"message":"m","every_seconds":60}}`, "Bearer t", 400,
+			`"message" is not a field of this request; it goes beside "schedule", not in it`},
 		{"interval too short", "POST", "/admin/cron", `{"message":"m","schedule":{"every_seconds":5}}`, "Bearer t", 400, "every_seconds must be at least 10"},
 		{"bad cron", "POST", "/admin/cron", `{"message":"m","schedule":{"cron_expr":"0 9 * *"}}`, "Bearer t", 400, "five fields"},
 		{"bad zone", "POST", "/admin/cron", `{"message":"m","schedule":{"cron_expr":"0 9 * * *","tz":"Moon/Base"}}`, "Bearer t", 400, "Moon/Base"},

@@ -159,7 +159,7 @@ func CheckFile(path string) (*CheckReport, error) {
 		// interrupted commit): that is said as a note instead.
 		if len(c.metaProblems) > 0 {
 			for _, p := range c.metaProblems {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s; the file is read from the other meta page (transaction %d), as after an interrupted commit, and the next write rewrites it", p, c.meta.txid))
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s; the file is read from the other meta page (transaction %d), as bbolt reads it, and the next write rewrites the damaged one", p, c.meta.txid))
 			}
 			rep.Notes = append(rep.Notes, "bbolt's own check was not run: it stops at a damaged meta page")
 		} else {
