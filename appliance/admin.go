@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -121,7 +122,9 @@ func writeJobError(w http.ResponseWriter, err error) {
 
 // jobFieldPlace says where a field a job's body does not have belongs.
 func jobFieldPlace(field string) string {
-	switch field {
+	// encoding/json matches names regardless of case, so "Message" is
+	// the job's field too.
+	switch strings.ToLower(field) {
 	case "at_seconds", "every_seconds", "cron_expr", "tz":
 		return fmt.Sprintf(`it goes in "schedule": {"%s": ...}`, field)
 	case "message", "command", "deliver", "channel", "to", "schedule", "restricted":

@@ -155,8 +155,8 @@ func CheckFile(path string) (*CheckReport, error) {
 		// bbolt's own check, as a second opinion: it is safe now that
 		// every page it will touch has been bounds-checked. It asserts
 		// both meta pages, though, and stops at a torn one, which the
-		// file is read past (bbolt uses the other, as after an
-		// interrupted commit): that is said as a note instead.
+		// file is read past (bbolt uses the other, and its next commit
+		// rewrites the torn one): that is said as a note instead.
 		if len(c.metaProblems) > 0 {
 			for _, p := range c.metaProblems {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s; the file is read from the other meta page (transaction %d), as bbolt reads it, and the next write rewrites the damaged one", p, c.meta.txid))

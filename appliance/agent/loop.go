@@ -301,16 +301,26 @@ func (l *Loop) work(key string) {
 		in := q[0]
 		q[0] = bus.Inbound{}
 		l.queues[key] = q[1:]
+		l.queuesMu.Unlock()
+		// The message counts as waiting until its turn may run: a
+		// worker blocked here holds it (and its goroutine) as surely as
+		// a queue does, and many chats of one message each must meet
+		// maxWaiting too.
+		started := false
+		select {
+		case l.busRun <- struct{}{}:
+			started = true
+		case <-l.base.Done():
+		}
+		l.queuesMu.Lock()
 		l.waiting--
 		l.queuesMu.Unlock()
 		select {
 		case l.room <- struct{}{}:
 		default:
 		}
-		select {
-		case l.busRun <- struct{}{}:
-		case <-l.base.Done():
-			continue
+		if !started {
+			continue // stopping: the next round leaves the rest
 		}
 		l.answer(in)
 		<-l.busRun

@@ -146,3 +146,30 @@ func TestBusAndAPITurnsMixed(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestQueuedMessagesAreBounded: messages from many chats, one each, are
+// held in memory up to the bound, counted as queued; the rest wait on the
+// bus (and, the bus full, in the channels' inbox). A worker waiting for a
+// turn slot held its message uncounted, so nothing bounded them: 3,000
+// chats, 3,000 goroutines, a queue depth of 0.
+func TestQueuedMessagesAreBounded(t *testing.T) {
+	l, b := pacedLoop(t, time.Hour, 1, 0, 2*time.Hour)
+	published := 0
+	for i := range 3000 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := b.PublishInbound(ctx, bus.Inbound{Channel: "telegram", ChatID: fmt.Sprint("chat", i), Text: "hi"})
+		cancel()
+		if err != nil {
+			break
+		}
+		published++
+	}
+	// 1,024 queued, one turn running, the bus's 128 and the message the
+	// consumer holds while it waits for room.
+	if published > 1024+1+128+1 {
+		t.Errorf("%d messages were taken before the bus filled; the loop holds at most 1,024 queued", published)
+	}
+	if st := l.Stats(); st.QueueDepth < 1000 || st.Running != 1 {
+		t.Errorf("stats with a full queue: %+v; want about 1,024 queued and 1 running", st)
+	}
+}

@@ -284,7 +284,7 @@
     let para = [], code = null, list = null;
     const endList = () => { list = null; };
     const flush = () => {
-      const t = para.join('\n').replace(/^\n+|\n+$/g, '');
+      const t = trimNewlines(para.join('\n'));
       para = [];
       if (t.trim() === '') return;
       const p = el('p');
@@ -317,7 +317,7 @@
       }
       if (rich) {
         const item = line.match(/^ {0,3}(?:([-*+])|(\d{1,9})[.)]) +(.*)$/);
-        const head = line.match(/^ {0,3}#{1,6} +(.*?)(?: +#+)? *$/);
+        const head = line.length <= 4000 && line.match(/^ {0,3}#{1,6} +(.*?)(?: +#+)? *$/);
         if (item) {
           flush();
           const tag = item[1] ? 'ul' : 'ol';
@@ -353,6 +353,15 @@
     if (code) block(); else flush();
   }
 
+  // trimNewlines drops the newlines at both ends (a regular expression for
+  // it was quadratic in a long run of them).
+  function trimNewlines(t) {
+    let a = 0, b = t.length;
+    while (a < b && t[a] === '\n') a++;
+    while (b > a && t[b - 1] === '\n') b--;
+    return t.slice(a, b);
+  }
+
   // inline appends text to into with `code` spans as code and, when rich,
   // **bold**, *italic* (or _italic_, not inside a word: snake_case stays)
   // and [links](https://…) (http and https only, opened in a new tab).
@@ -363,10 +372,13 @@
   // An emphasis mark left open scans to the end of its line, for each
   // mark: on a line of tens of KB (a command's output) that took seconds.
   // Such lines show code spans only.
-  const LONG_LINE = /[^\n]{4001}/;
+  // Anchored at a line's start: unanchored, the test itself was tried at
+  // every character and scanned on to the line's end. A paragraph over
+  // 20,000 characters shows code spans only too (each line's scan adds up).
+  const LONG_LINE = /(?:^|\n)[^\n]{4001}/;
   function inline(into, t, rich) {
     let at = 0;
-    if (rich && LONG_LINE.test(t)) rich = false;
+    if (rich && (t.length > 20000 || LONG_LINE.test(t))) rich = false;
     for (const m of t.matchAll(rich ? INLINE_RICH : INLINE_CODE)) {
       into.append(t.slice(at, m.index));
       at = m.index + m[0].length;
