@@ -191,6 +191,11 @@ func TestRemovedSensorLosesItsEntity(t *testing.T) {
 	ha.Wait(t, wait, "empty tank config", func(m mqtttest.Message) bool {
 		return m.Topic == "homeassistant/sensor/perch-kitchen/tank_temperature/config" && len(m.Payload) == 0
 	})
+	// The availability is cleared after the config: a Home Assistant that
+	// subscribed in between saw the retained "online", then the clear.
+	ha.Wait(t, wait, "tank's availability cleared", func(m mqtttest.Message) bool {
+		return m.Topic == prefix+"/sensor/tank/availability" && len(m.Payload) == 0
+	})
 	// A Home Assistant starting now finds kitchen's config and none of tank's.
 	late := homeAssistant(t, b)
 	late.Wait(t, wait, "kitchen config", func(m mqtttest.Message) bool {
