@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,22 +119,12 @@ type provHolder struct {
 	err error
 }
 
-// sessionLock is one session's turn slot, given in the order it was
-// asked for: a chat's messages are answered in the order they came.
+// sessionLock is one session's turn slot. Its waiters are served in the
+// order they came (a channel's blocked senders queue), and each chat's
+// bus messages reach it one at a time from the chat's worker.
 type sessionLock struct {
-	held    bool
-	waiters []*ticket // in line, the first next
-	refs    int       // tickets not yet released
-}
-
-// ticket is a place in a session's line, taken when a message arrives
-// and held until its turn ends.
-type ticket struct {
-	l     *Loop
-	key   string
-	sl    *sessionLock
-	ready chan struct{} // closed when the slot is this ticket's
-	done  bool          // released; guarded by l.locksMu
+	ch   chan struct{}
+	refs int
 }
 
 // New returns a loop; Start begins consuming the bus.
@@ -522,66 +511,29 @@ func (l *Loop) ctxErr(ctx context.Context, err error, waiting string) error {
 	return err
 }
 
-// lockSession waits for the session's turn slot, at the end of its line.
+// lockSession waits for the session's turn slot.
 func (l *Loop) lockSession(ctx context.Context, key string) (func(), error) {
-	t := l.takeTicket(key)
-	select {
-	case <-t.ready:
-		return t.release, nil
-	case <-ctx.Done():
-		t.release()
-		return nil, ctx.Err()
-	}
-}
-
-// takeTicket puts a place at the end of key's line.
-func (l *Loop) takeTicket(key string) *ticket {
 	l.locksMu.Lock()
-	defer l.locksMu.Unlock()
 	sl := l.locks[key]
 	if sl == nil {
-		sl = &sessionLock{}
+		sl = &sessionLock{ch: make(chan struct{}, 1)}
 		l.locks[key] = sl
 	}
 	sl.refs++
-	t := &ticket{l: l, key: key, sl: sl, ready: make(chan struct{})}
-	if !sl.held && len(sl.waiters) == 0 {
-		sl.held = true
-		close(t.ready)
-	} else {
-		sl.waiters = append(sl.waiters, t)
+	l.locksMu.Unlock()
+	release := func() {
+		l.locksMu.Lock()
+		sl.refs--
+		if sl.refs == 0 {
+			delete(l.locks, key)
+		}
+		l.locksMu.Unlock()
 	}
-	return t
-}
-
-// release ends t's turn, handing the slot to the next in line, or gives
-// up t's place when the slot was never its own. A second call does
-// nothing.
-func (t *ticket) release() {
-	l := t.l
-	l.locksMu.Lock()
-	defer l.locksMu.Unlock()
-	if t.done {
-		return
-	}
-	t.done = true
-	sl := t.sl
 	select {
-	case <-t.ready:
-		if len(sl.waiters) > 0 {
-			next := sl.waiters[0]
-			sl.waiters = sl.waiters[1:]
-			close(next.ready)
-		} else {
-			sl.held = false
-		}
-	default:
-		if i := slices.Index(sl.waiters, t); i >= 0 {
-			sl.waiters = slices.Delete(sl.waiters, i, i+1)
-		}
-	}
-	sl.refs--
-	if sl.refs == 0 {
-		delete(l.locks, t.key)
+	case sl.ch <- struct{}{}:
+		return func() { <-sl.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -671,12 +672,8 @@ func (h *Hub) feed() {
 // reports whether any still wait.
 func (h *Hub) feedOnce() bool {
 	h.mu.Lock()
-	ids := make([]uint64, 0, len(h.unsent))
-	for id := range h.unsent {
-		ids = append(ids, id)
-	}
+	ids := slices.Sorted(maps.Keys(h.unsent))
 	h.mu.Unlock()
-	slices.Sort(ids)
 	for _, id := range ids {
 		h.mu.Lock()
 		in, ok := h.unsent[id]
