@@ -6,12 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/perchhq/perch/appliance/config"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/perchhq/perch/appliance/config"
 	"github.com/perchhq/perch/store"
 )
 
