@@ -137,7 +137,7 @@ func formError(cl *provider.Client, err error) string {
 		if i := strings.LastIndex(reason, ": "); i >= 0 {
 			reason = reason[i+2:]
 		}
-		return fmt.Sprintf("nothing answers at %s (%s). Check the API base URL field, and that the board is online; nothing was saved", cl.APIBase(), reason)
+		return fmt.Sprintf("nothing answers at %s (%s). Check the API base URL field, and that the board is online; nothing was saved", config.ShowURL(cl.APIBase()), reason)
 	}
 	return fmt.Sprintf("%s: %v; nothing was saved", cl.Name(), err)
 }

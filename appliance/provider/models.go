@@ -3,12 +3,15 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/perchhq/perch/appliance/config"
 )
 
 // MatchModels returns the models whose id contains filter, ignoring case;
@@ -103,10 +106,14 @@ func (c *Client) Models(ctx context.Context) ([]Model, error) {
 func checkBase(base string) error {
 	u, err := url.Parse(base)
 	if err != nil {
-		return fmt.Errorf("malformed URL %q: %v", base, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the input, password and all
+		}
+		return fmt.Errorf("malformed URL %q: %v", config.ShowURL(base), err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("malformed URL %q: want http(s)://host/path", base)
+		return fmt.Errorf("malformed URL %q: want http(s)://host/path", u.Redacted())
 	}
 	return nil
 }

@@ -575,18 +575,21 @@ func TestErrorsHideTheConfigsOtherSecrets(t *testing.T) {
 		c.Channels.Telegram.Token = "123456:telegram-secret-token"
 		c.Channels.Slack.BotToken = "xoxb-slack-secret"
 		c.Gateway.APIToken = "api-token-secret-0123456789"
+		// A server of one's own behind basic auth: its password is a
+		// secret like the key.
+		c.Providers.OpenRouter.APIBase = strings.Replace(fake.Base(), "http://", "http://bob:base-secret-pw@", 1)
 	})
-	fake.Enqueue(providertest.Reply{Status: 400, ErrorMessage: "bad input: 123456:telegram-secret-token xoxb-slack-secret api-token-secret-0123456789 sk-or-secret-key"})
+	fake.Enqueue(providertest.Reply{Status: 400, ErrorMessage: "bad input: 123456:telegram-secret-token xoxb-slack-secret api-token-secret-0123456789 sk-or-secret-key base-secret-pw"})
 	_, err := cl.Chat(context.Background(), Request{Messages: userMsg("x")})
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, s := range []string{"telegram-secret", "xoxb-slack", "api-token-secret", "sk-or-secret"} {
+	for _, s := range []string{"telegram-secret", "xoxb-slack", "api-token-secret", "sk-or-secret", "base-secret-pw"} {
 		if strings.Contains(err.Error(), s) {
 			t.Errorf("%q shows a secret (%s)", err, s)
 		}
 	}
-	if strings.Count(err.Error(), "[redacted]") != 4 {
-		t.Errorf("%q: want four [redacted]", err)
+	if strings.Count(err.Error(), "[redacted]") != 5 {
+		t.Errorf("%q: want five [redacted]", err)
 	}
 }

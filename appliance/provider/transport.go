@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/perchhq/perch/appliance/config"
 )
 
 // retryPolicy bounds retries of one upstream call.
@@ -107,7 +110,7 @@ func newHTTPClient(proxy string) (*http.Client, error) {
 	if proxy != "" {
 		u, err := url.Parse(proxy)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("malformed proxy URL %q", config.ShowURL(proxy))
 		}
 		tr.Proxy = http.ProxyURL(u)
 	}

@@ -122,7 +122,7 @@ func (s *webSearch) keyed(ctx context.Context, query string, count int) ([]searc
 	u := s.opts.APIBase + "/web/search?" + url.Values{"q": {query}, "count": {fmt.Sprint(count)}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("bad tools.web.search.api_base %q: %w", s.opts.APIBase, err)
+		return nil, fmt.Errorf("bad tools.web.search.api_base: %v", redactURLError(err))
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("X-Subscription-Token", s.opts.APIKey)

@@ -125,7 +125,7 @@ func apiBase(raw string) (*url.URL, error) {
 	}
 	u, err := url.Parse(strings.TrimSuffix(raw, "/"))
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("discord: channels.discord.api_base %q is not an http(s) URL; leave it empty for %s", raw, DefaultAPIBase)
+		return nil, fmt.Errorf("discord: channels.discord.api_base %q is not an http(s) URL; leave it empty for %s", config.ShowURL(raw), DefaultAPIBase)
 	}
 	return u, nil
 }

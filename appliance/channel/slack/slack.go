@@ -141,7 +141,7 @@ func apiBase(raw string) (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("slack: channels.slack.api_base %q is not an http(s) URL; leave it empty for %s", raw, DefaultAPIBase)
+		return nil, fmt.Errorf("slack: channels.slack.api_base %q is not an http(s) URL; leave it empty for %s", config.ShowURL(raw), DefaultAPIBase)
 	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"

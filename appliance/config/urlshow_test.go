@@ -1,0 +1,58 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestAURLsPasswordStaysOutOfErrors: a proxy or API base refused at load
+// is quoted in the error, which the gateway logs (the journal) and the CLI
+// prints; the password a URL carries must not be in it, whatever is wrong
+// with the URL.
+func TestAURLsPasswordStaysOutOfErrors(t *testing.T) {
+	cases := []struct{ name, body, want string }{
+		{"proxy scheme", `{"providers":{"openai":{"proxy":"ftp://bob:s3cretpw@proxy.lan:3128"}}}`, "must start with http://"},
+		{"proxy escape", `{"providers":{"openai":{"proxy":"http://bob:s3cretpw@proxy.lan:3128/%zz"}}}`, `invalid URL escape "%zz"`},
+		{"proxy no host", `{"providers":{"openai":{"proxy":"http://bob:s3cretpw@"}}}`, "has no host"},
+		{"api_base scheme", `{"providers":{"openai":{"api_base":"ftp://bob:s3cretpw@llm.lan/v1"}}}`, "must start with http://"},
+		{"api_base escape", `{"providers":{"openai":{"api_base":"https://bob:s3cretpw@llm.lan/%zz"}}}`, "invalid URL escape"},
+		{"channel api_base", `{"channels":{"slack":{"api_base":"https://bob:s3cretpw@slack.lan/%zz"}}}`, "channels.slack.api_base"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(Options{Path: writeConfig(t, c.body), Env: noEnv})
+			if err == nil {
+				t.Fatal("loaded without error")
+			}
+			if strings.Contains(err.Error(), "s3cretpw") {
+				t.Errorf("the error shows the URL's password: %v", err)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "bob:xxxxx@") {
+				t.Errorf("error %q does not say %q with the URL's user (bob:xxxxx@)", err, c.want)
+			}
+		})
+	}
+}
+
+func TestShowURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://bob:pw@proxy:3128":       "http://bob:xxxxx@proxy:3128",
+		"http://bob@proxy:3128":          "http://bob@proxy:3128",
+		"http://proxy:3128":              "http://proxy:3128",
+		"http://bob:pw@proxy:3128/%zz":   "http://bob:xxxxx@proxy:3128/%zz",
+		"http://bob:p@w@proxy/%zz#x@y":   "http://bob:xxxxx@proxy/%zz#x@y",
+		"not a url at all %zz":           "not a url at all %zz",
+		"socks5://u:%zz@proxy:1080":      "socks5://u:xxxxx@proxy:1080",
+		"https://llm.lan/v1?key=a:b@c/d": "https://llm.lan/v1?key=a:b@c/d",
+	} {
+		if got := ShowURL(in); got != want {
+			t.Errorf("ShowURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if p := URLPassword("http://bob:pw%40x@proxy:3128"); p != "pw@x" {
+		t.Errorf("URLPassword = %q, want pw@x", p)
+	}
+	if p := URLPassword("http://proxy:3128"); p != "" {
+		t.Errorf("URLPassword of a URL without one = %q", p)
+	}
+}
