@@ -45,6 +45,7 @@ func main() {
 	flag.BoolVar(&keepHome, "keephome", false, "keep the gateway's home (its database after the load's turns) and print its path, for timing starts by hand")
 	flag.IntVar(&rounds16, "rounds16", 3, "alternating c=16 rounds of the stateless floor and perch whose median ratio is compared")
 	tput := flag.Int("throughput", 0, "measure only c=16 throughput and CPU per turn of the floor and perch, this many rounds")
+	flag.StringVar(&against, "against", "", "with -only start: alternate the restarts with this other perch build (on the same home) instead of the floor, and compare their starts and CPU")
 	flag.Parse()
 	var err error
 	switch {
@@ -452,6 +453,9 @@ func runStarts(w io.Writer, bin, floorBin string, n1, n16, starts int) error {
 	if err != nil {
 		return err
 	}
+	if against != "" {
+		return startsAgainst(w, client, starts, bin, against, []string{"PERCH_HOME=" + home}, url, token)
+	}
 	floorArgv := []string{floorBin, "-addr", fmt.Sprintf("127.0.0.1:%d", freePort()), "-provider", base, "-dir", home}
 	pStart, fStart, err := medianStarts(client, starts, []string{bin, "gateway"}, []string{"PERCH_HOME=" + home}, url, token, floorArgv)
 	if err != nil {
@@ -571,6 +575,44 @@ func (t *tailBuffer) String() string {
 
 // medianStarts starts perch and the floor n times each, alternating, and
 // returns the median exec-to-ready of each.
+// against is another perch build whose starts -only start compares with
+// bin's, alternating, on the same home: a change's effect on the start is
+// a few tenths of a millisecond, below what two separate runs can tell
+// apart on a noisy machine.
+var against string
+
+// startsAgainst restarts bin and other in turn n times each and prints
+// the median exec to /ready 200 of each and the median CPU each process
+// used in all (to its first answer, then its stop), which moves less with
+// the machine's noise than the wall clock does.
+func startsAgainst(w io.Writer, client *http.Client, n int, bin, other string, env []string, url, token string) error {
+	if err := writeBack(other); err != nil {
+		return err
+	}
+	var walls, cpus [2][]time.Duration
+	for i := range max(n, 1) {
+		for j, b := range [2]string{bin, other} {
+			if i%2 == 1 {
+				j, b = 1-j, [2]string{bin, other}[1-j]
+			}
+			s, err := launch(client, []string{b, "gateway"}, env, url, token)
+			if err != nil {
+				return err
+			}
+			s.stop()
+			walls[j] = append(walls[j], s.start)
+			cpus[j] = append(cpus[j], s.cmd.ProcessState.UserTime()+s.cmd.ProcessState.SystemTime())
+		}
+	}
+	for j, b := range [2]string{bin, other} {
+		fmt.Fprintf(w, "%-24s exec to /ready 200 median %.3f ms (p25 %.3f, p75 %.3f), CPU median %.3f ms\n",
+			b, ms(pct(walls[j], 50)), ms(pct(walls[j], 25)), ms(pct(walls[j], 75)), ms(pct(cpus[j], 50)))
+	}
+	fmt.Fprintf(w, "ratio %s / %s: wall %.3f, CPU %.3f over %d restarts each\n", bin, other,
+		float64(pct(walls[0], 50))/float64(pct(walls[1], 50)), float64(pct(cpus[0], 50))/float64(pct(cpus[1], 50)), n)
+	return nil
+}
+
 func medianStarts(client *http.Client, n int, perch, env []string, url, token string, floorArgv []string) (time.Duration, time.Duration, error) {
 	floorURL := "http://" + floorArgv[2]
 	var ps, fs []time.Duration

@@ -87,6 +87,24 @@ func TestLoadRunsAgainstTheRealBinary(t *testing.T) {
 			t.Errorf("-only start output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// -only start -against: two builds of perch, each restarted twice.
+	other := filepath.Join(t.TempDir(), "perch-other")
+	if data, err := os.ReadFile(bin); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(other, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	against = other
+	defer func() { against = "" }()
+	if err := runStarts(&out, bin, "", 20, 64, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{bin + " ", other + " ", "exec to /ready 200 median", "CPU median", "ratio " + bin + " / " + other, "over 2 restarts each"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-against output lacks %q:\n%s", want, out.String())
+		}
+	}
 }
 
 // TestWriteDiag reads this test process's own pages: every address in
