@@ -449,9 +449,23 @@ func (l *Loop) process(ctx context.Context, in bus.Inbound, fromBus bool) (*Repl
 	}
 	defer l.admitted.Add(-1)
 
-	ctx, cancel := context.WithTimeout(ctx, l.opts.TurnTimeout)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(l.base, cancel)()
+	// An API caller's deadline covers its wait for the session and a turn
+	// slot, as its connection waits with it. A chat message from the bus
+	// waited its turn in its chat's queue already, and its deadline starts
+	// once it may run: API turns holding every slot for minutes must not
+	// time it out before it began, as the answer would be an apology and
+	// the message gone from the inbox.
+	deadline := func() {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, l.opts.TurnTimeout)
+		context.AfterFunc(ctx, stop)
+	}
+	if !fromBus {
+		deadline()
+	}
 
 	unlock, err := l.lockSession(ctx, key)
 	if err != nil {
@@ -461,6 +475,9 @@ func (l *Loop) process(ctx context.Context, in bus.Inbound, fromBus bool) (*Repl
 	l.noteRoute(in)
 
 	if isCmd {
+		if fromBus {
+			deadline()
+		}
 		out, err := l.runCommand(ctx, cmd, in, args)
 		if err != nil {
 			return nil, err
@@ -477,6 +494,9 @@ func (l *Loop) process(ctx context.Context, in bus.Inbound, fromBus bool) (*Repl
 		return nil, l.ctxErr(ctx, ctx.Err(), "a free turn slot (agents.defaults.max_concurrent_turns)")
 	}
 	defer func() { <-l.sem }()
+	if fromBus {
+		deadline()
+	}
 	l.running.Add(1)
 	defer l.running.Add(-1)
 

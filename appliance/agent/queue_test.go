@@ -173,3 +173,34 @@ func TestQueuedMessagesAreBounded(t *testing.T) {
 		t.Errorf("stats with a full queue: %+v; want about 1,024 queued and 1 running", st)
 	}
 }
+
+// TestABusTurnsDeadlineStartsWhenItRuns: API turns hold the one turn slot
+// back to back; a chat message that waits behind them for longer than the
+// turn timeout is still answered, as its time starts once it runs. Its
+// deadline started when its worker took it, and it was answered with an
+// apology (and gone from the inbox) before it ever reached the model.
+func TestABusTurnsDeadlineStartsWhenItRuns(t *testing.T) {
+	const turn = 300 * time.Millisecond
+	l, b := pacedLoop(t, turn, 1, 4, 700*time.Millisecond)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := l.Process(context.Background(), bus.Inbound{Channel: "cli", SessionKey: fmt.Sprint("api", i), Text: "hi"}); err != nil {
+				t.Errorf("API turn %d: %v", i, err)
+			}
+		}()
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.PublishInbound(context.Background(), bus.Inbound{Channel: "telegram", ChatID: "A", Text: "waited", InboxID: 1})
+	select {
+	case out := <-b.Outbound():
+		if out.Text != "echo: waited" {
+			t.Errorf("the chat message waiting %v behind API turns was answered %q", 2*turn, out.Text)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+	wg.Wait()
+}
