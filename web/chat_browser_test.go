@@ -153,14 +153,24 @@ func TestBrowserRepliesShowTheirMarkdown(t *testing.T) {
 
 			// Spans end at their first closing mark; a link keeps the
 			// parentheses of its address; a rule is a rule.
-			p.fake.Enqueue(providertest.Reply{Content: "**a** and **b**, *c* or *d*\n* * *\n[Go](https://en.wikipedia.org/wiki/Go_(programming_language))."})
+			// Lists nest under the item above them, by indent (were
+			// flattened, and a numbered list broke in two around its
+			// details), and a blank line between items keeps the list.
+			p.fake.Enqueue(providertest.Reply{Content: "**a** and **b**, *c* or *d*\n* * *\n[Go](https://en.wikipedia.org/wiki/Go_(programming_language)).\n\n" +
+				"1. Install\n   - run apt\n   - reboot\n\n2. Configure\n  * edit\n    1. open\n    2. save\n     and close\n- back out\n\nDone."})
 			sendMessage(t, ctx, "more")
 			waitFor(t, ctx, "the second reply", `document.querySelectorAll('#log .msg.agent').length === 2`)
 			last := `[...document.querySelectorAll('#log .msg.agent')].pop()`
 			for js, want := range map[string]string{
-				`[...` + last + `.querySelectorAll('strong, em')].map(e => e.tagName + ':' + e.textContent).join('|')`: "STRONG:a|STRONG:b|EM:c|EM:d",
-				`String(` + last + `.querySelectorAll('hr').length)`:                                                   "1",
-				last + `.querySelector('a').href`:                                                                      "https://en.wikipedia.org/wiki/Go_(programming_language)",
+				`[...` + last + `.querySelectorAll('strong, em')].map(e => e.tagName + ':' + e.textContent).join('|')`:           "STRONG:a|STRONG:b|EM:c|EM:d",
+				`String(` + last + `.querySelectorAll('hr').length)`:                                                             "1",
+				last + `.querySelector('a').href`:                                                                                "https://en.wikipedia.org/wiki/Go_(programming_language)",
+				`[...` + last + `.querySelectorAll(':scope > ol > li')].map(e => e.firstChild.textContent).join('|')`:            "Install|Configure",
+				`[...` + last + `.querySelectorAll(':scope > ol > li:first-child > ul > li')].map(e => e.textContent).join('|')`: "run apt|reboot",
+				`[...` + last + `.querySelectorAll('ol > li > ul > li > ol > li')].map(e => e.textContent).join('|')`:            "open|save\nand close",
+				`[...` + last + `.querySelectorAll(':scope > ul > li')].map(e => e.textContent).join('|')`:                       "back out",
+				`String(` + last + `.querySelectorAll(':scope > ol').length)`:                                                    "1",
+				last + `.lastElementChild.textContent`:                                                                           "Done.",
 			} {
 				if got := eval[string](t, ctx, js); got != want {
 					t.Errorf("%s = %q, want %q", js, got, want)

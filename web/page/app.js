@@ -281,8 +281,11 @@
   // headings, bold, italics and links; it builds nodes, never HTML, so a
   // message cannot put markup in the page.
   function renderText(into, text, rich) {
-    let para = [], code = null, list = null;
-    const endList = () => { list = null; };
+    // lists are the open lists, outermost first, each with the indent of
+    // its items: an item indented past its list's starts a list inside
+    // the item above it, as models write steps with their details.
+    let para = [], code = null, lists = [];
+    const endList = () => { lists = []; };
     const flush = () => {
       const t = trimNewlines(para.join('\n'));
       para = [];
@@ -316,23 +319,28 @@
         continue;
       }
       if (rich) {
-        const item = line.match(/^ {0,3}(?:([-*+])|(\d{1,9})[.)]) +(.*)$/);
+        const item = line.length <= 4000 && line.match(/^( *)(?:([-*+])|(\d{1,9})[.)]) +(.*)$/);
         const head = line.length <= 4000 && line.match(/^ {0,3}#{1,6} +(.*?)(?: +#+)? *$/);
-        if (item) {
+        if (item && (item[1].length <= 3 || lists.length)) {
           flush();
-          const tag = item[1] ? 'ul' : 'ol';
-          if (!list || list.tagName.toLowerCase() !== tag) {
-            list = el(tag);
-            if (tag === 'ol' && item[2] !== '1') list.start = Number(item[2]);
-            into.appendChild(list);
+          const indent = item[1].length, tag = item[2] ? 'ul' : 'ol';
+          while (lists.length && lists[lists.length - 1].indent > indent) lists.pop();
+          let top = lists[lists.length - 1];
+          if (!top || indent > top.indent || top.el.tagName.toLowerCase() !== tag) {
+            if (top && indent <= top.indent) lists.pop(); // another kind of list beside it
+            const l = el(tag);
+            if (tag === 'ol' && item[3] !== '1') l.start = Number(item[3]);
+            const outer = lists[lists.length - 1];
+            (outer ? outer.el.lastElementChild : into).appendChild(l);
+            lists.push(top = { el: l, indent });
           }
           const li = el('li');
-          inline(li, item[3], true);
-          list.appendChild(li);
+          inline(li, item[4], true);
+          top.el.appendChild(li);
           continue;
         }
-        if (list && /^\s{2,}\S/.test(line)) { // an item's next line
-          const li = list.lastElementChild;
+        if (lists.length && /^\s{2,}\S/.test(line)) { // an item's next line
+          const li = lists[lists.length - 1].el.lastElementChild;
           li.append('\n');
           inline(li, line.trim(), true);
           continue;
@@ -345,8 +353,9 @@
           into.appendChild(h);
           continue;
         }
-        if (line.trim() === '') endList();
-        else if (list) endList();
+        // A blank line between items keeps the list (a loose list: the
+        // numbering goes on); text not indented under an item ends it.
+        if (line.trim() === '') { if (lists.length) continue; } else if (lists.length) endList();
       }
       para.push(line);
     }
