@@ -17,6 +17,14 @@ func TestAURLsPasswordStaysOutOfErrors(t *testing.T) {
 		{"api_base scheme", `{"providers":{"openai":{"api_base":"ftp://bob:s3cretpw@llm.lan/v1"}}}`, "must start with http://"},
 		{"api_base escape", `{"providers":{"openai":{"api_base":"https://bob:s3cretpw@llm.lan/%zz"}}}`, "invalid URL escape"},
 		{"channel api_base", `{"channels":{"slack":{"api_base":"https://bob:s3cretpw@slack.lan/%zz"}}}`, "channels.slack.api_base"},
+		// A password with / ? or # does not parse, and the parser's
+		// words quoted a piece of it ("invalid port \":s3cret\"").
+		{"slash in the password", `{"providers":{"openai":{"proxy":"http://bob:s3cretpw/x@proxy.lan:3128"}}}`, "%2F"},
+		{"hash in the password", `{"providers":{"openai":{"api_base":"https://bob:s3cretpw#x@llm.lan/v1"}}}`, "%23"},
+		{"question mark", `{"tools":{"web":{"search":{"api_base":"https://bob:s3cretpw?@search.lan"}}}}`, "tools.web.search.api_base"},
+		// Without a scheme, the user reads as the scheme and the rest as
+		// opaque, which url.URL.Redacted shows as it is.
+		{"no scheme", `{"providers":{"openai":{"proxy":"bob:s3cretpw@proxy.lan:3128"}}}`, "must start with http://"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -34,16 +42,28 @@ func TestAURLsPasswordStaysOutOfErrors(t *testing.T) {
 	}
 }
 
+// TestAnEnvironmentVariablesURLPasswordStaysOut: the same for a value set
+// from the environment, which the error names.
+func TestAnEnvironmentVariablesURLPasswordStaysOut(t *testing.T) {
+	_, err := Load(Options{Path: writeConfig(t, `{}`), Env: envMap(map[string]string{"PERCH_PROVIDERS_OPENAI_PROXY": "bob:s3cretpw@proxy:3128"})})
+	if err == nil || strings.Contains(err.Error(), "s3cretpw") || !strings.Contains(err.Error(), "PERCH_PROVIDERS_OPENAI_PROXY") {
+		t.Fatalf("error %v; want it naming the variable without the password", err)
+	}
+}
+
 func TestShowURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"http://bob:pw@proxy:3128":       "http://bob:xxxxx@proxy:3128",
 		"http://bob@proxy:3128":          "http://bob@proxy:3128",
 		"http://proxy:3128":              "http://proxy:3128",
 		"http://bob:pw@proxy:3128/%zz":   "http://bob:xxxxx@proxy:3128/%zz",
-		"http://bob:p@w@proxy/%zz#x@y":   "http://bob:xxxxx@proxy/%zz#x@y",
+		"http://bob:p@w@proxy/%zz#x@y":   "http://bob:xxxxx@y", // more hidden than need be
 		"not a url at all %zz":           "not a url at all %zz",
 		"socks5://u:%zz@proxy:1080":      "socks5://u:xxxxx@proxy:1080",
 		"https://llm.lan/v1?key=a:b@c/d": "https://llm.lan/v1?key=a:b@c/d",
+		"http://bob:p/w@proxy:3128":      "http://bob:xxxxx@proxy:3128",
+		"http://bob:p?w#x@proxy:3128/a":  "http://bob:xxxxx@proxy:3128/a",
+		"bob:pw@proxy:3128":              "bob:xxxxx@proxy:3128",
 	} {
 		if got := ShowURL(in); got != want {
 			t.Errorf("ShowURL(%q) = %q, want %q", in, got, want)

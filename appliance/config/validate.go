@@ -142,13 +142,13 @@ func (c *Config) Validate() error {
 func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("malformed URL %q: %v", ShowURL(s), parseProblem(err))
+		return fmt.Errorf("malformed URL %q: %v", ShowURL(s), ParseProblem(s, err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("URL %q must start with http:// or https://", u.Redacted())
+		return fmt.Errorf("URL %q must start with http:// or https://", ShowURL(s))
 	}
 	if u.Host == "" {
-		return fmt.Errorf("URL %q has no host", u.Redacted())
+		return fmt.Errorf("URL %q has no host", ShowURL(s))
 	}
 	return nil
 }
@@ -156,15 +156,15 @@ func checkURL(s string) error {
 func checkProxy(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("malformed proxy URL %q: %v", ShowURL(s), parseProblem(err))
+		return fmt.Errorf("malformed proxy URL %q: %v", ShowURL(s), ParseProblem(s, err))
 	}
 	switch u.Scheme {
 	case "http", "https", "socks5", "socks5h":
 	default:
-		return fmt.Errorf("proxy URL %q must start with http://, https:// or socks5://", u.Redacted())
+		return fmt.Errorf("proxy URL %q must start with http://, https:// or socks5://", ShowURL(s))
 	}
 	if _, _, err := net.SplitHostPort(u.Host); err != nil && u.Hostname() == "" {
-		return fmt.Errorf("proxy URL %q has no host", u.Redacted())
+		return fmt.Errorf("proxy URL %q has no host", ShowURL(s))
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,14 +105,10 @@ func (c *Client) Models(ctx context.Context) ([]Model, error) {
 func checkBase(base string) error {
 	u, err := url.Parse(base)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error repeats the input, password and all
-		}
-		return fmt.Errorf("malformed URL %q: %v", config.ShowURL(base), err)
+		return fmt.Errorf("malformed URL %q: %v", config.ShowURL(base), config.ParseProblem(base, err))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("malformed URL %q: want http(s)://host/path", u.Redacted())
+		return fmt.Errorf("malformed URL %q: want http(s)://host/path", config.ShowURL(base))
 	}
 	return nil
 }

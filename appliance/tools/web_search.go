@@ -58,6 +58,7 @@ func NewWebSearch(opts WebSearchOptions) Tool {
 	if opts.Client == nil {
 		opts.Client = &http.Client{Timeout: 20 * time.Second}
 	}
+	opts.Client = keepKeyHome(opts.Client)
 	s := &webSearch{opts: opts}
 	return Func{
 		ToolName:        "web_search",
@@ -72,6 +73,29 @@ func NewWebSearch(opts WebSearchOptions) Tool {
 
 type webSearch struct {
 	opts WebSearchOptions
+}
+
+// keepKeyHome is c, but a redirect to another host, or from https to
+// http, goes without the search key: net/http drops only the standard
+// credential headers (Authorization, Cookie) on such a redirect, and would
+// hand X-Subscription-Token to whatever host an answer names.
+func keepKeyHome(c *http.Client) *http.Client {
+	cc := *c
+	next := c.CheckRedirect
+	cc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		first := via[0].URL
+		if req.URL.Host != first.Host || (first.Scheme == "https" && req.URL.Scheme != "https") {
+			req.Header.Del("X-Subscription-Token")
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &cc
 }
 
 type searchResult struct {
@@ -122,7 +146,9 @@ func (s *webSearch) keyed(ctx context.Context, query string, count int) ([]searc
 	u := s.opts.APIBase + "/web/search?" + url.Values{"q": {query}, "count": {fmt.Sprint(count)}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("bad tools.web.search.api_base: %v", redactURLError(err))
+		// The parser's words quote pieces of the address, which may hold a
+		// password; the config's check says more, with the address masked.
+		return nil, errors.New("bad tools.web.search.api_base: it does not parse as a URL")
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("X-Subscription-Token", s.opts.APIKey)

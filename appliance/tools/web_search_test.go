@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -90,6 +91,39 @@ func TestWebSearchKeyedSendsCount(t *testing.T) {
 	}
 	if res.ForLLM != `No results for "nothing" (search API). Try other words.` {
 		t.Errorf("empty result: %q", res.ForLLM)
+	}
+}
+
+// TestWebSearchKeyStaysHome: a redirect to another host takes the search
+// key with it only to the same host. net/http drops Authorization on such
+// a redirect but not X-Subscription-Token, which went to the host the
+// answer named.
+func TestWebSearchKeyStaysHome(t *testing.T) {
+	var got sync.Map // host -> key received
+	results := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Host, r.Header.Get("X-Subscription-Token"))
+		w.Write([]byte(`{"web":{"results":[]}}`))
+	}))
+	defer results.Close()
+	// 127.0.0.1 and localhost are two hosts to net/http, as two domains.
+	elsewhere := strings.Replace(results.URL, "127.0.0.1", "localhost", 1)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("hop") == "" {
+			http.Redirect(w, r, r.URL.Path+"?hop=1&"+r.URL.RawQuery, http.StatusFound) // same host: the key goes
+			return
+		}
+		got.Store("api-hop", r.Header.Get("X-Subscription-Token"))
+		http.Redirect(w, r, elsewhere+r.URL.Path, http.StatusFound)
+	}))
+	defer api.Close()
+	r := searchRegistry(WebSearchOptions{APIKey: "bsk-secret-key", APIBase: api.URL})
+	r.Execute(context.Background(), "web_search", `{"query":"x"}`)
+	if k, _ := got.Load("api-hop"); k != "bsk-secret-key" {
+		t.Errorf("a redirect on the same host carried key %q", k)
+	}
+	host := strings.TrimPrefix(elsewhere, "http://")
+	if k, ok := got.Load(host); !ok || k != "" {
+		t.Errorf("the other host (reached: %v) got the key %q", ok, k)
 	}
 }
 

@@ -211,6 +211,9 @@ func (c *restClient) once(ctx context.Context, method, path string, b *channel.B
 	if len(data) > maxAnswer {
 		return nil, fmt.Errorf("discord: %s: HTTP %d with an answer over %d bytes; not read", route, resp.StatusCode, maxAnswer)
 	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		data = channel.Scrub(data, c.token)
+	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return tooMany(route, resp.Header, data), nil

@@ -98,6 +98,7 @@ func (c *Channel) do(ctx context.Context, method, url, retryKey string, body, ou
 		return fmt.Errorf("line: %s %s: reading the answer: %w", method, pathOf(url), err)
 	}
 	if resp.StatusCode/100 != 2 {
+		data = channel.Scrub(data, c.token)
 		ae := &apiError{Status: resp.StatusCode}
 		var eb struct {
 			Message string `json:"message"`

@@ -691,3 +691,26 @@ func TestAStalledPushDoesNotHoldTheChannel(t *testing.T) {
 		t.Errorf("sent %+v; want it once", sent)
 	}
 }
+
+// TestAnErrorEchoingTheTokenShowsNoToken: an error answer that quotes the
+// request (a proxy's page, a wrong api_base) puts no access token in the
+// channel's check, which /ready's details and the page show, or the log.
+func TestAnErrorEchoingTheTokenShowsNoToken(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte("ECHO " + r.Header.Get("Authorization")))
+	}))
+	defer srv.Close()
+	h := channeltest.New(t, channeltest.Options{})
+	c, err := line.New(h.Deps(section(srv.URL, gatewaytest.FreePort(t), nil)), fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(c); err != nil {
+		t.Fatal(err)
+	}
+	ok, msg := c.Check(context.Background())
+	if ok || strings.Contains(msg, accessToken) || !strings.Contains(msg, "Bearer [redacted]") {
+		t.Fatalf("check = %v %q; want failing, with the token redacted", ok, msg)
+	}
+}

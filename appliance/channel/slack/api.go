@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perchhq/perch/appliance/channel"
 	"github.com/perchhq/perch/appliance/config"
 )
 
@@ -85,6 +86,7 @@ func (a *webAPI) call(ctx context.Context, method string, token config.Secret, a
 		if res.Error == "" {
 			res.Error = "unknown_error"
 		}
+		res.Error = string(channel.Scrub([]byte(res.Error), a.bot, a.app))
 		return &apiError{Method: method, Code: res.Error}
 	}
 	if out != nil {

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -188,5 +189,21 @@ func TestSlashCommands(t *testing.T) {
 	}
 	if n := h.env.Provider.Calls(); n != 1 {
 		t.Errorf("the model was called %d times; want once, for the question", n)
+	}
+}
+
+// TestAnErrorEchoingTheTokenShowsNoToken: an answer that quotes the
+// request (a proxy's page, a wrong api_base) puts no token in the error,
+// which reaches the log, /ready and the page.
+func TestAnErrorEchoingTheTokenShowsNoToken(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"ok":false,"error":"denied: %s"}`, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	a := client(t, srv.URL+"/", "xoxb-secret-bot-token", "xapp-secret-app-token")
+	_, err := a.authTest(context.Background())
+	if err == nil || strings.Contains(err.Error(), "secret-bot-token") || !strings.Contains(err.Error(), "denied: Bearer [redacted]") {
+		t.Fatalf("auth.test = %v; want the echo with the token redacted", err)
 	}
 }
