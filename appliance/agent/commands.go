@@ -85,6 +85,7 @@ func (l *Loop) registerBuiltins() {
 		if err := l.opts.Store.Reset(in.Key()); err != nil {
 			return "", err
 		}
+		l.windows.forget(in.Key())
 		return "Started a new conversation; the earlier messages of this session are forgotten.", nil
 	}})
 	l.RegisterChatCommand(ChatCommand{Name: "/status", Help: "provider, model, this session and token use", Run: l.statusCommand})

@@ -67,6 +67,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		// delivers again after a restart), or the person sends it again
 		// after a failure or a cancel, as the page suggests. Ask again
 		// without a second copy in the history.
+		user.Time = hist[n-1].Time // it is that message
 		hist = hist[:n-1]
 		uc = committedUser()
 	case n > 0 && (hist[n-1].Role == "user" || hist[n-1].Role == "tool"):
@@ -107,6 +108,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	// The history is sent as stored, without a copy, or as much of it as
 	// the model took last time; this turn's messages follow it.
 	hist, whole := l.windows.fit(sess.Key(), hist)
+	window, hadWindow := l.windows.get(sess.Key())
 	req := provider.Request{SystemHead: head, System: system, History: hist,
 		Messages: append([]chat.Message(nil), lead...), Tools: defs, ToolsJSON: defsJSON}
 	if _, stored := sess.(storeSession); stored && whole {
@@ -133,7 +135,7 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		resp, err := p.Chat(ctx, req)
 		if err != nil && overflows(err) && len(req.History) > 0 {
 			n := len(req.History)
-			req.History = l.windows.halve(sess.Key(), req.History)
+			req.History = l.windows.halve(sess.Key(), req.History, user)
 			req.HistoryKey = "" // no longer the stored history
 			l.log.Info("the conversation no longer fits the model's context window; sending its newer part", "session", sess.Key(),
 				"model", p.Model(), "messages_sent", len(req.History), "messages_left_out", n-len(req.History))
@@ -155,6 +157,12 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 			if debug {
 				l.log.Debug("provider call", "provider", p.Name(), "model", p.Model(), "session", sess.Key(), "status", "error",
 					"took", time.Since(start).Round(time.Microsecond), "err", err)
+			}
+			if overflows(err) && len(req.History) == 0 {
+				// No history at all did not fit either: the turn's own
+				// messages are too long, and the next turn's may not be.
+				l.windows.set(sess.Key(), window, hadWindow)
+				err = &tooLongAlone{err}
 			}
 			// Keep the rounds that completed: their tools ran and changed
 			// things the model should know about next time.
@@ -251,6 +259,19 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 // unansweredNote stands in the history for the answer to a message whose
 // turn failed, when another message follows it.
 const unansweredNote = "(No answer: this turn failed.)"
+
+// tooLongAlone is a context window refusal of a turn sent without any of
+// the conversation before it: /new would not help, a shorter message
+// would.
+type tooLongAlone struct{ err error }
+
+func (e *tooLongAlone) Error() string {
+	var pe *provider.Error
+	errors.As(e.err, &pe)
+	return fmt.Sprintf("provider %s: this message (with what its tools returned) does not fit model %q's context window even without the conversation before it; send a shorter one, or choose a model with a larger window", pe.Provider, pe.Model)
+}
+
+func (e *tooLongAlone) Unwrap() error { return e.err }
 
 // EmptyAnswer is what a person reads when the model answered with nothing.
 // It is not stored: the history holds what the model said.

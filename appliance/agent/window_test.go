@@ -60,3 +60,68 @@ func TestAConversationPastTheContextWindowGoesOn(t *testing.T) {
 		t.Errorf("the stored history has %d messages; want all 40 and the two exchanges", len(h))
 	}
 }
+
+// A message too long for the model even alone is refused, and the chat
+// goes on with what came after it: the halving went down to no history
+// and remembered the count of what was left, none, so every later turn
+// (and the one after /new) went to the model without any of the
+// conversation, until a restart. The fake refuses as a model does, while
+// the long message is in what it is sent.
+func TestAMessageTooLongAloneDoesNotStarveTheChat(t *testing.T) {
+	f := newFixture(t, nil)
+	var old []chat.Message
+	for i := range 4 {
+		old = append(old, chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("question %d", i), Time: int64(i*2 + 1)},
+			chat.Message{Role: chat.RoleAssistant, Content: fmt.Sprintf("answer %d", i), Time: int64(i*2 + 2)})
+	}
+	if err := f.db.Append("telegram:6", old, chat.Usage{}, 200); err != nil {
+		t.Fatal(err)
+	}
+	tooLong := providertest.Reply{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "This model's maximum context length is 8192 tokens."}
+	long := strings.Repeat("a long paste ", 1000)
+	ask := func(text string) (string, error) {
+		rep, err := f.loop.Process(context.Background(), bus.Inbound{Channel: "telegram", ChatID: "6", SessionKey: "telegram:6", Text: text})
+		if err != nil {
+			return "", err
+		}
+		return rep.Text, nil
+	}
+	sentAt := func(i int) string {
+		var b strings.Builder
+		for _, m := range f.fake.Requests()[i].Body.Messages[1:] {
+			fmt.Fprintf(&b, "%s|", strings.Fields(fmt.Sprint(m.Content))[0])
+		}
+		return b.String()
+	}
+	// The whole history, its newer halves, and none of it: all refused.
+	f.fake.Enqueue(tooLong, tooLong, tooLong, tooLong)
+	if _, err := ask(long); err == nil || !strings.Contains(err.Error(), "this message (with what its tools returned) does not fit") {
+		t.Fatalf("the message too long alone: %v; want it said that the message is too long", err)
+	}
+	n := len(f.fake.Requests())
+	if got := sentAt(n - 1); got != "a|" {
+		t.Fatalf("the last try sent %q; want the long message alone", got)
+	}
+	// The next message: refused while the long one is in the history,
+	// answered once the history starts after it.
+	f.fake.Enqueue(tooLong, tooLong, tooLong, providertest.Reply{Content: "fine"})
+	if _, err := ask("my name is Bob"); err != nil {
+		t.Fatal(err)
+	}
+	n = len(f.fake.Requests())
+	f.fake.Enqueue(providertest.Reply{Content: "Bob."})
+	if _, err := ask("what is my name?"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sentAt(n); got != "my|fine|what|" {
+		t.Errorf("the turn after sent %q; want the exchange since the long message (my name is Bob, fine) and the question", got)
+	}
+	f.loop.Process(context.Background(), bus.Inbound{Channel: "telegram", ChatID: "6", SessionKey: "telegram:6", Text: "/new"})
+	f.fake.Enqueue(providertest.Reply{Content: "I do not know."})
+	if _, err := ask("what is my name?"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sentAt(n + 1); got != "what|" {
+		t.Errorf("after /new the turn sent %q; want the question alone", got)
+	}
+}
