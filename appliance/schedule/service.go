@@ -69,6 +69,10 @@ type Service struct {
 	cancel  context.CancelFunc
 	running sync.WaitGroup
 	started bool
+	// runs holds the cancel of each job's run in progress: a job runs
+	// once at a time, whoever starts it (the clock, a catch-up at start),
+	// and a job removed stops its run.
+	runs map[string]context.CancelFunc
 }
 
 // A sender nobody vouched for on a chat channel open to anyone may set
@@ -297,11 +301,16 @@ func interrupted(j record) record {
 // fire runs job id and records the outcome.
 func (s *Service) fire(id string) {
 	var j record
-	if !s.begin(id, &j) {
-		return
-	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.JobTimeout)
 	defer cancel()
+	if !s.begin(id, &j, cancel) {
+		return
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.runs, id)
+		s.mu.Unlock()
+	}()
 	start := time.Now()
 	out, err := s.opts.Run(ctx, j.Job)
 	now := time.Now().UTC().Truncate(time.Second)
@@ -309,6 +318,8 @@ func (s *Service) fire(id string) {
 	result := out
 	switch {
 	case stopped:
+	case errors.Is(ctx.Err(), context.Canceled):
+		s.log.Info("cron job removed while it ran; its run was stopped", "job", id)
 	case err != nil:
 		result = "error: " + err.Error()
 		s.log.Warn("cron job failed", "job", id, "err", err)
@@ -373,17 +384,28 @@ func (s *Service) saveRun(j record) {
 	s.changed()
 }
 
-// begin reads job id into j and, when it is enabled, marks its run
-// begun in the store, so a run cut off by a power cut is known at the
-// next start and not repeated (interruptedLocked). When the mark cannot
-// be written the job still runs: the database's trouble is logged, and a
-// run missed is worse than one that may repeat.
-func (s *Service) begin(id string, j *record) bool {
+// begin reads job id into j and, when it is enabled and not running
+// already, marks its run begun in the store, so a run cut off by a power
+// cut is known at the next start and not repeated (interruptedLocked).
+// When the mark cannot be written the job still runs: the database's
+// trouble is logged, and a run missed is worse than one that may repeat.
+// A job still running skips this run, as the clock's own runs do: a
+// catch-up run at start and the clock's next tick came together, and a
+// job that delivers or runs a command did it twice.
+func (s *Service) begin(id string, j *record, cancel context.CancelFunc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.opts.Store.Get(store.BucketCron, id, j); err != nil || !j.Enabled {
 		return false
 	}
+	if _, ok := s.runs[id]; ok {
+		s.log.Info("cron job still running; this run is skipped", "job", id)
+		return false
+	}
+	if s.runs == nil {
+		s.runs = map[string]context.CancelFunc{}
+	}
+	s.runs[id] = cancel
 	now := time.Now().UTC()
 	j.Started = &now
 	if err := s.opts.Store.Put(store.BucketCron, id, *j); err != nil {
@@ -549,6 +571,11 @@ func (s *Service) Remove(_ context.Context, id string) (api.Job, error) {
 	}
 	if err := s.opts.Store.Delete(store.BucketCron, id); err != nil {
 		return api.Job{}, fmt.Errorf("schedule: remove job %s: %w", id, err)
+	}
+	if stop, ok := s.runs[id]; ok {
+		// Its run would still deliver its message or finish its
+		// command, for a job the owner just removed.
+		stop()
 	}
 	s.changed()
 	return j.Job, nil

@@ -862,3 +862,70 @@ func TestCommandCutOffByTheStopIsNotRepeated(t *testing.T) {
 		t.Errorf("the command ran again at the next start")
 	}
 }
+
+// TestAJobRunsOnceAtATime: a run made up at start that is still going
+// when the clock's next tick comes is not joined by a second one. The
+// clock's own runs skipped while one ran, but the made-up run was not
+// the clock's: a job that delivers or runs a command did it twice.
+func TestAJobRunsOnceAtATime(t *testing.T) {
+	db := storetest.Open(t)
+	// Every 10 s (the shortest), one run missed while stopped: it is made
+	// up at start, and the rhythm goes on from there.
+	since := time.Now().UTC().Truncate(time.Second).Add(-15 * time.Second)
+	long := since.Add(-time.Hour)
+	r := record{Job: api.Job{ID: "0000f00d", JobSpec: api.JobSpec{Message: "tick", Schedule: api.Schedule{EverySeconds: i64(10)}},
+		Enabled: true, LastRun: &long}, Created: long, Since: &since}
+	if err := db.Put(store.BucketCron, r.ID, r); err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	release := make(chan struct{})
+	s := newService(t, db, func(ctx context.Context, j api.Job) (string, error) {
+		if runs.Add(1) == 1 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return "done", nil
+	})
+	start(t, s)
+	time.Sleep(11 * time.Second) // past the clock's next tick
+	if n := runs.Load(); n != 1 {
+		t.Errorf("%d runs at once; want the made-up run alone", n)
+	}
+	close(release)
+}
+
+// TestARemovedJobsRunStops: removing a job while it runs stops the run;
+// it went on, and would still deliver its message or finish its command.
+func TestARemovedJobsRunStops(t *testing.T) {
+	db := storetest.Open(t)
+	past := time.Now().UTC().Add(-time.Minute)
+	r := record{Job: api.Job{ID: "0000beef", JobSpec: api.JobSpec{Message: "once", Schedule: api.Schedule{AtSeconds: i64(1)}},
+		Enabled: true}, Created: past, At: &past}
+	if err := db.Put(store.BucketCron, r.ID, r); err != nil {
+		t.Fatal(err)
+	}
+	running, stopped := make(chan struct{}), make(chan struct{})
+	s := newService(t, db, func(ctx context.Context, j api.Job) (string, error) {
+		close(running)
+		select {
+		case <-ctx.Done():
+			close(stopped)
+			return "", ctx.Err()
+		case <-time.After(10 * time.Second):
+			return "delivered", nil
+		}
+	})
+	start(t, s)
+	<-running
+	if _, err := s.Remove(ctx0, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the removed job's run went on")
+	}
+}
