@@ -150,7 +150,14 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 			return fmt.Sprintf("pid %d", p.PID)
 		}
 		return ""
-	}, SessionTTL: time.Duration(cfg.Agents.Defaults.SessionTTLDays) * 24 * time.Hour})
+	}, SessionTTL: time.Duration(cfg.Agents.Defaults.SessionTTLDays) * 24 * time.Hour,
+		OnWriteError: func(err error) {
+			if err != nil {
+				log.Error("the database cannot take anything new; chat turns go on while the journal has room: free space on the disk", "err", err)
+				return
+			}
+			log.Info("the database takes writes again; what waited in the journal is in")
+		}})
 	pb := <-provDone // before any return: the goroutines end here
 	sb := <-sandboxDone
 	if err != nil {
@@ -163,6 +170,9 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 	}
 	if n := db.Replayed(); n > 0 {
 		log.Info("the last run stopped before the database took its latest messages; they were applied from the journal", "appends", n)
+	}
+	if err := db.WriteError(); err != nil {
+		log.Error("the database cannot take anything new; the gateway serves, and chat turns go on while the journal has room: free space on the disk", "err", err)
 	}
 	if c := db.Compaction(); c != nil {
 		log.Info("database compacted", "before_bytes", c.Before, "after_bytes", c.After, "took", c.Duration, "error", c.Error)
@@ -370,6 +380,9 @@ func (s *System) registerChecks() {
 		}
 		return ok, msg
 	}, gateway.PublicMessage(func(ok bool) string {
+		if !ok && s.Store.WriteError() != nil {
+			return "the database cannot store anything new: is the disk full?"
+		}
 		if !ok {
 			return "the database does not answer"
 		}

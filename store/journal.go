@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/perchhq/perch/appliance/chat"
@@ -543,6 +545,9 @@ func (db *DB) journalSwitch() error {
 	j.mu.Unlock()
 	if need {
 		if err := db.settle(); err != nil {
+			if diskFull(err) {
+				return fmt.Errorf("store: the disk is full and the journal has no room left: free space on the disk (nothing already answered is lost): %w", err)
+			}
 			return fmt.Errorf("store: journal full and the database did not take its records: %w", err)
 		}
 	}
@@ -607,6 +612,7 @@ func (db *DB) openJournal() error {
 	if err != nil {
 		return err
 	}
+	held := false
 	if len(recs) > 0 {
 		var res journalApply
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
@@ -614,18 +620,74 @@ func (db *DB) openJournal() error {
 			res, err = db.applyJournal(tx, recs)
 			return err
 		})
-		if err != nil {
+		switch {
+		case err != nil && diskFull(err):
+			// The records are safe in the journal; failing the open
+			// would stop the board serving at all (no page, no
+			// /ready), restart after restart, over a disk that needs a
+			// file deleted. They wait, as records of this run do, and
+			// go in once there is room; the store's health says so.
+			j.pending = recs
+			held = true
+			db.heldReplay.Store(true)
+			err = fmt.Errorf("store: the disk is full: %d records of the last run wait in the journal until %s can take them: %w", len(recs), db.path, err)
+			db.writeErr.Store(&err)
+		case err != nil:
 			j.close()
 			return fmt.Errorf("store: replay %d journal records into %s: %w", len(recs), db.path, err)
+		default:
+			j.applied = recs[len(recs)-1].seq
+			db.sessions.Add(int64(len(res.created)))
+			db.replayed = len(recs)
 		}
-		j.applied = recs[len(recs)-1].seq
-		db.sessions.Add(int64(len(res.created)))
-		db.replayed = len(recs)
 	}
 	db.journal = j
 	db.applierStop, db.applierDone = make(chan struct{}), make(chan struct{})
 	go db.applyLoop(db.applierStop, db.applierDone)
+	if held {
+		j.kick <- struct{}{}
+	}
 	return nil
+}
+
+// diskFull reports whether err is the file system out of room. bbolt
+// formats some of its errors with %s, so the words are matched too.
+func diskFull(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
+}
+
+// WriteError is why the database has not been taking what the journal
+// holds (a full disk), or nil: appends are durable meanwhile, until the
+// journal fills, but nothing else can be written.
+func (db *DB) WriteError() error {
+	if p := db.writeErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// tookRecords notes that bbolt took what the journal held. After a replay
+// Open had to leave waiting, the histories read meanwhile lacked its
+// records: they are read again.
+func (db *DB) tookRecords() {
+	was := db.writeErr.Swap(nil)
+	if db.heldReplay.Swap(false) {
+		db.cache.dropUnpinned()
+	}
+	if was != nil && db.onWriteError != nil {
+		db.onWriteError(nil)
+	}
+}
+
+// failedRecords notes that bbolt did not take what the journal holds.
+func (db *DB) failedRecords(err error) {
+	if was := db.writeErr.Swap(&err); was == nil && db.onWriteError != nil {
+		db.onWriteError(err)
+	}
 }
 
 // Replayed is how many journal records Open applied that the last run had
@@ -658,9 +720,12 @@ func (db *DB) applyLoop(stop <-chan struct{}, done chan<- struct{}) {
 				return
 			case <-time.After(wait):
 			}
-			if db.settle() == nil {
+			err := db.settle()
+			if err == nil {
+				db.tookRecords()
 				break
 			}
+			db.failedRecords(err)
 			wait = time.Second
 		}
 	}

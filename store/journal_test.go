@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/perchhq/perch/appliance/chat"
 	"github.com/perchhq/perch/store"
 	"github.com/perchhq/perch/store/storetest"
+	"golang.org/x/sys/unix"
 )
 
 func openAt(t *testing.T, path string, opts store.Options) *store.DB {
@@ -467,5 +469,86 @@ func TestCheckCountsJournal(t *testing.T) {
 	db.Close()
 	if rep, err = store.CheckFile(path); err != nil || rep.JournalRecords != 0 || rep.Messages != 2 {
 		t.Fatalf("check after the replay: %+v, %v", rep, err)
+	}
+}
+
+// TestJournalWaitsForRoomAfterAFullDisk: records the last run left in the
+// journal that bbolt cannot take at the next open, the disk being full,
+// wait in the journal instead of failing the open (which stopped the
+// gateway from starting at all, restart after restart); the store says why
+// it is not healthy, and takes them once there is room, each history whole.
+func TestJournalWaitsForRoomAfterAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a small file system of its own needs a mount, which needs root; CI runs as root")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=8m"); err != nil {
+		t.Fatalf("mount an 8 MB tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	path := filepath.Join(dir, "perch.db")
+	var told []error
+	var mu sync.Mutex
+	opts := store.Options{OnWriteError: func(err error) { mu.Lock(); told = append(told, err); mu.Unlock() }}
+	db := openAt(t, path, opts)
+	store.HoldJournalForTest(db)
+	for s := range 3 {
+		db.History(fmt.Sprint("s", s)) // a session's appends go through the journal once it is cached
+	}
+	long := strings.Repeat("a fetched page ", 1400) // ~20 KB
+	for i := range 90 {
+		if err := db.Append(fmt.Sprint("s", i%3), []chat.Message{user(fmt.Sprint(i, long)), assistant("ok")}, chat.Usage{}, 200); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.CrashForTest(db)
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(block); err != nil {
+			break
+		}
+	}
+	f.Close()
+
+	db, err = store.Open(path, opts)
+	if err != nil {
+		t.Fatalf("open on a full disk: %v", err)
+	}
+	defer db.Close()
+	if err := db.WriteError(); err == nil || !strings.Contains(err.Error(), "disk is full: 90 records") {
+		t.Errorf("write error %v; want the disk full and 90 records waiting", err)
+	}
+	if ok, msg := db.Health(); ok || !strings.Contains(msg, "free space on the disk") {
+		t.Errorf("health %v %q; want failing, saying to free space", ok, msg)
+	}
+	if err := db.Ping(); err != nil {
+		t.Errorf("ping %v; the database answers (a watchdog restart would not make room)", err)
+	}
+	os.Remove(filler)
+	deadline := time.Now().Add(10 * time.Second)
+	for db.WriteError() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the records did not go in once there was room: %v", db.WriteError())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for s := range 3 {
+		h, err := db.History(fmt.Sprint("s", s))
+		if err != nil || len(h) != 60 {
+			t.Errorf("s%d: %d messages (%v); want 60", s, len(h), err)
+		}
+	}
+	if ok, _ := db.Health(); !ok {
+		t.Error("still unhealthy once the records are in")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || told[0] != nil {
+		t.Errorf("told %v; want one word that writes go in again", told)
 	}
 }

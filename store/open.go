@@ -123,6 +123,8 @@ func open(path string, opts Options, mayCompact bool) (*DB, error) {
 		marker:  mk,
 		cache:   newHistoryCache(opts.CacheSessions),
 		sensors: newSensorBuffer(opts.SensorFlush),
+
+		onWriteError: opts.OnWriteError,
 	}
 	db.bolt = &guardedBolt{DB: b, owner: db}
 	db.idle = sync.NewCond(&db.mu)

@@ -236,6 +236,11 @@ func (db *DB) Health() (ok bool, message string) {
 	if err := db.Ping(); err != nil {
 		return false, err.Error()
 	}
+	if err := db.WriteError(); err != nil {
+		// Ping, which the watchdog asks, stays ok: a restart would not
+		// make room.
+		return false, err.Error() + "; free space on the disk (the workspace's media/ holds what chats sent): nothing is lost, and what waits goes in once there is room"
+	}
 	if r := db.Recovered(); r != nil {
 		return true, r.Message()
 	}

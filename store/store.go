@@ -51,6 +51,10 @@ type Options struct {
 	// SensorFlush is how long sensor readings may wait in memory before
 	// they are written (default 5 minutes; see AppendReadings).
 	SensorFlush time.Duration
+	// OnWriteError, when set, is told when the database starts failing to
+	// take what the journal holds (a full disk: err) and when it takes it
+	// again (nil), from the goroutine that applies the journal.
+	OnWriteError func(err error)
 }
 
 // DB is an open store.
@@ -98,6 +102,12 @@ type DB struct {
 	replayed    int
 	applierStop chan struct{}
 	applierDone chan struct{}
+	// writeErr is why bbolt last failed to take the journal's records (a
+	// full disk), until it takes them; heldReplay says that Open could
+	// not replay the last run's records and left them waiting (writable).
+	writeErr     atomic.Pointer[error]
+	heldReplay   atomic.Bool
+	onWriteError func(error)
 }
 
 type op struct {
