@@ -78,3 +78,29 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
+
+// A chat message or an answer is kept whole in the history up to these
+// sizes. The history is read, held and sent again with every later turn of
+// the chat, up to history_limit messages: a pasted log of 1 MB, a hundred
+// times, was 800 MB of memory and 93 MB requests on a board with 512 MB.
+// The model has the whole text in the turn that answers it; later turns
+// see its beginning and how much was left out. Real answers are far
+// shorter (a model's max_tokens), so replyKeep only bounds a provider that
+// misbehaves.
+const (
+	userKeep  = 32 << 10
+	replyKeep = 64 << 10
+)
+
+// keptText is s for the history: whole up to keep bytes, else its
+// beginning, cut at a character's edge, and a note.
+func keptText(s string, keep int) string {
+	if len(s) <= keep {
+		return s
+	}
+	n := keep
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… [%d more bytes, kept out of the history after this was answered; the model had them whole then]", s[:n], len(s)-n)
+}

@@ -57,11 +57,15 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	}
 	user := chat.Message{Role: "user", Content: userText(in), Time: time.Now().UnixMilli()}
 	// lead is what this turn adds before the model answers: the user's
-	// message, after a note when the one before it went unanswered.
-	lead := []chat.Message{user}
+	// message, after a note when the one before it went unanswered. The
+	// history keeps a long message's beginning (kept); the model has it
+	// whole in this turn.
+	kept := user
+	kept.Content = keptText(user.Content, userKeep)
+	lead, leadKept := []chat.Message{user}, []chat.Message{kept}
 	var uc *userCommit
 	switch n := len(hist); {
-	case n > 0 && hist[n-1].Role == "user" && hist[n-1].Content == user.Content:
+	case n > 0 && hist[n-1].Role == "user" && hist[n-1].Content == kept.Content:
 		// The same message, still unanswered, is the history's last: an
 		// interrupted run stored it (a replay, a request the broker
 		// delivers again after a restart), or the person sends it again
@@ -77,10 +81,11 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 		// chat templates of many local models ("roles must alternate"),
 		// and every later turn of the chat with them. The gap is said in
 		// the assistant's place.
-		lead = []chat.Message{{Role: "assistant", Content: unansweredNote, Time: user.Time}, user}
-		uc = newUserCommit(sess, lead, l.opts.UserCommitGrace)
+		note := chat.Message{Role: "assistant", Content: unansweredNote, Time: user.Time}
+		lead, leadKept = []chat.Message{note, user}, []chat.Message{note, kept}
+		uc = newUserCommit(sess, leadKept, l.opts.UserCommitGrace)
 	default:
-		uc = newUserCommit(sess, lead, l.opts.UserCommitGrace)
+		uc = newUserCommit(sess, leadKept, l.opts.UserCommitGrace)
 	}
 	defer uc.stop()
 
@@ -236,12 +241,12 @@ func (l *Loop) runTurn(ctx context.Context, p Provider, sess session, in bus.Inb
 	// spoke), and the gateway's own questions read it as "nothing to say".
 	empty := done && len(added) == 0 && strings.TrimSpace(final) == "" && in.Channel != bus.ChannelSystem && in.Channel != bus.ChannelSubagent
 	if strings.TrimSpace(final) != "" {
-		added = append(added, chat.Message{Role: "assistant", Content: final, Time: time.Now().UnixMilli()})
+		added = append(added, chat.Message{Role: "assistant", Content: keptText(final, replyKeep), Time: time.Now().UnixMilli()})
 	}
 	if uc.fold() {
 		// The model answered before the user's message was committed:
 		// one commit holds the whole exchange.
-		added = append(append([]chat.Message(nil), lead...), added...)
+		added = append(append([]chat.Message(nil), leadKept...), added...)
 	} else if err := uc.wait(); err != nil {
 		return nil, err
 	}
