@@ -152,8 +152,12 @@ func NewCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*System
 		return ""
 	}, SessionTTL: time.Duration(cfg.Agents.Defaults.SessionTTLDays) * 24 * time.Hour,
 		OnWriteError: func(err error) {
-			if err != nil {
+			if store.DiskFull(err) {
 				log.Error("the database cannot take anything new; chat turns go on while the journal has room: free space on the disk", "err", err)
+				return
+			}
+			if err != nil {
+				log.Error("the database cannot take anything new; chat turns go on while the journal has room, and it is tried again every second", "err", err)
 				return
 			}
 			log.Info("the database takes writes again; what waited in the journal is in")
@@ -380,8 +384,11 @@ func (s *System) registerChecks() {
 		}
 		return ok, msg
 	}, gateway.PublicMessage(func(ok bool) string {
+		if !ok && store.DiskFull(s.Store.WriteError()) {
+			return "the database cannot store anything new: the disk is full"
+		}
 		if !ok && s.Store.WriteError() != nil {
-			return "the database cannot store anything new: is the disk full?"
+			return "the database cannot store anything new"
 		}
 		if !ok {
 			return "the database does not answer"

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -629,7 +630,6 @@ func (db *DB) openJournal() error {
 			// go in once there is room; the store's health says so.
 			j.pending = recs
 			held = true
-			db.heldReplay.Store(true)
 			err = fmt.Errorf("store: the disk is full: %d records of the last run wait in the journal until %s can take them: %w", len(recs), db.path, err)
 			db.writeErr.Store(&err)
 		case err != nil:
@@ -642,6 +642,9 @@ func (db *DB) openJournal() error {
 		}
 	}
 	db.journal = j
+	if held {
+		db.holdInCache(recs)
+	}
 	db.applierStop, db.applierDone = make(chan struct{}), make(chan struct{})
 	go db.applyLoop(db.applierStop, db.applierDone)
 	if held {
@@ -649,6 +652,27 @@ func (db *DB) openJournal() error {
 	}
 	return nil
 }
+
+// holdInCache puts records bbolt could not take at open into their
+// sessions' cached histories, pinned until bbolt takes them, as this run's
+// own journaled appends are: reads must see them (a turn's context, the
+// check that a message sent again is the one still unanswered), though
+// bbolt has not got them.
+func (db *DB) holdInCache(recs []*appendRec) {
+	for _, r := range recs {
+		if _, err := db.History(r.key); err != nil || !db.cache.pin(r.key) {
+			continue
+		}
+		msgs := make([]chat.Message, len(r.data))
+		for i, d := range r.data {
+			json.Unmarshal(d, &msgs[i]) // written by this code: it decodes
+		}
+		db.cache.appendedPinned(r.key, msgs, r.limit)
+	}
+}
+
+// DiskFull reports whether err is the file system out of room.
+func DiskFull(err error) bool { return err != nil && diskFull(err) }
 
 // diskFull reports whether err is the file system out of room. bbolt
 // formats some of its errors with %s, so the words are matched too.
@@ -670,14 +694,9 @@ func (db *DB) WriteError() error {
 	return nil
 }
 
-// tookRecords notes that bbolt took what the journal held. After a replay
-// Open had to leave waiting, the histories read meanwhile lacked its
-// records: they are read again.
+// tookRecords notes that bbolt took what the journal held.
 func (db *DB) tookRecords() {
 	was := db.writeErr.Swap(nil)
-	if db.heldReplay.Swap(false) {
-		db.cache.dropUnpinned()
-	}
 	if was != nil && db.onWriteError != nil {
 		db.onWriteError(nil)
 	}

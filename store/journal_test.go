@@ -529,6 +529,17 @@ func TestJournalWaitsForRoomAfterAFullDisk(t *testing.T) {
 	if err := db.Ping(); err != nil {
 		t.Errorf("ping %v; the database answers (a watchdog restart would not make room)", err)
 	}
+	// What waits is read as if it were in: a turn's context, and the check
+	// that a message sent again is the one still unanswered, need it.
+	for s := range 3 {
+		if h, err := db.History(fmt.Sprint("s", s)); err != nil || len(h) != 60 {
+			t.Errorf("s%d while its records wait: %d messages (%v); want 60", s, len(h), err)
+		}
+	}
+	// An append meanwhile goes through the journal, after them.
+	if err := db.Append("s0", []chat.Message{user("meanwhile"), assistant("noted")}, chat.Usage{}, 200); err != nil {
+		t.Fatalf("an append while the disk is full and the journal has room: %v", err)
+	}
 	os.Remove(filler)
 	deadline := time.Now().Add(10 * time.Second)
 	for db.WriteError() != nil {
@@ -538,10 +549,20 @@ func TestJournalWaitsForRoomAfterAFullDisk(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for s := range 3 {
-		h, err := db.History(fmt.Sprint("s", s))
-		if err != nil || len(h) != 60 {
-			t.Errorf("s%d: %d messages (%v); want 60", s, len(h), err)
+		want := 60
+		if s == 0 {
+			want = 62
 		}
+		h, err := db.History(fmt.Sprint("s", s))
+		if err != nil || len(h) != want {
+			t.Errorf("s%d: %d messages (%v); want %d", s, len(h), err, want)
+		}
+	}
+	db.Close()
+	db = openAt(t, path, store.Options{})
+	defer db.Close()
+	if h, err := db.History("s0"); err != nil || len(h) != 62 || h[61].Content != "noted" {
+		t.Errorf("s0 read from the file: %d messages (%v); want 62, the last one noted", len(h), err)
 	}
 	if ok, _ := db.Health(); !ok {
 		t.Error("still unhealthy once the records are in")

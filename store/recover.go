@@ -239,7 +239,10 @@ func (db *DB) Health() (ok bool, message string) {
 	if err := db.WriteError(); err != nil {
 		// Ping, which the watchdog asks, stays ok: a restart would not
 		// make room.
-		return false, err.Error() + "; free space on the disk (the workspace's media/ holds what chats sent): nothing is lost, and what waits goes in once there is room"
+		if diskFull(err) {
+			return false, err.Error() + "; free space on the disk (the workspace's media/ holds what chats sent): nothing is lost, and what waits goes in once there is room"
+		}
+		return false, err.Error() + "; what waits stays in the journal (nothing is lost) and is tried again every second"
 	}
 	if r := db.Recovered(); r != nil {
 		return true, r.Message()

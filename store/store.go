@@ -103,10 +103,8 @@ type DB struct {
 	applierStop chan struct{}
 	applierDone chan struct{}
 	// writeErr is why bbolt last failed to take the journal's records (a
-	// full disk), until it takes them; heldReplay says that Open could
-	// not replay the last run's records and left them waiting (writable).
+	// full disk), until it takes them.
 	writeErr     atomic.Pointer[error]
-	heldReplay   atomic.Bool
 	onWriteError func(error)
 }
 

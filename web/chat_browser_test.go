@@ -153,11 +153,12 @@ func TestBrowserRepliesShowTheirMarkdown(t *testing.T) {
 
 			// Spans end at their first closing mark; a link keeps the
 			// parentheses of its address; a rule is a rule.
-			// Lists nest under the item above them, by indent (were
-			// flattened, and a numbered list broke in two around its
-			// details), and a blank line between items keeps the list.
+			// Lists nest under the item above them when indented to its
+			// text, as in CommonMark (they were flattened, and a numbered
+			// list broke in two around its details); a stray space does
+			// not nest; a blank line between items keeps the list.
 			p.fake.Enqueue(providertest.Reply{Content: "**a** and **b**, *c* or *d*\n* * *\n[Go](https://en.wikipedia.org/wiki/Go_(programming_language)).\n\n" +
-				"1. Install\n   - run apt\n   - reboot\n\n2. Configure\n  * edit\n    1. open\n    2. save\n     and close\n- back out\n\nDone."})
+				"1. Install\n   - run apt\n   - reboot\n\n2. Configure\n   * edit\n     1. open\n     2. save\n      and close\n- back out\n - stray space\n\nDone."})
 			sendMessage(t, ctx, "more")
 			waitFor(t, ctx, "the second reply", `document.querySelectorAll('#log .msg.agent').length === 2`)
 			last := `[...document.querySelectorAll('#log .msg.agent')].pop()`
@@ -168,7 +169,7 @@ func TestBrowserRepliesShowTheirMarkdown(t *testing.T) {
 				`[...` + last + `.querySelectorAll(':scope > ol > li')].map(e => e.firstChild.textContent).join('|')`:            "Install|Configure",
 				`[...` + last + `.querySelectorAll(':scope > ol > li:first-child > ul > li')].map(e => e.textContent).join('|')`: "run apt|reboot",
 				`[...` + last + `.querySelectorAll('ol > li > ul > li > ol > li')].map(e => e.textContent).join('|')`:            "open|save\nand close",
-				`[...` + last + `.querySelectorAll(':scope > ul > li')].map(e => e.textContent).join('|')`:                       "back out",
+				`[...` + last + `.querySelectorAll(':scope > ul > li')].map(e => e.textContent).join('|')`:                       "back out|stray space",
 				`String(` + last + `.querySelectorAll(':scope > ol').length)`:                                                    "1",
 				last + `.lastElementChild.textContent`:                                                                           "Done.",
 			} {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -9,35 +10,60 @@ import (
 
 // ShowURL is s as an error message or the page may show it: a password in
 // its user part (http://user:pass@proxy:3128, a common way to give a proxy
-// its credentials) is replaced by "xxxxx", as url.URL.Redacted does. Also
-// when s does not parse, and when it has no scheme (user:pass@proxy:3128
-// parses as the scheme "user" with the rest opaque): the messages that
-// quote s are mostly about values that are wrong.
+// its credentials) is replaced by "xxxxx", as url.URL.Redacted does, and
+// so is a user part without one (https://token@host: a key given as the
+// user name). Also when s does not parse, when it has no scheme
+// (user:pass@proxy:3128 parses as the scheme "user" with the rest opaque),
+// and when a / ? # in the password made the parser take the rest for the
+// host, path or fragment: the messages that quote s are mostly about
+// values that are wrong.
 func ShowURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.Opaque == "" {
+	if u, err := url.Parse(s); err == nil && u.Opaque == "" && (u.User != nil || !strings.Contains(s, "@")) {
+		if u.User != nil {
+			if _, ok := u.User.Password(); !ok {
+				u.User = url.User("xxxxx")
+			}
+		}
 		return u.Redacted()
 	}
-	// A password may hold / ? # (unencoded, which is why s did not
-	// parse), so the user part runs to the last @: an @ further on, in a
-	// query, hides more than it must, in a message about a broken URL.
+	// A password may hold / ? # (unencoded), so the user part runs to the
+	// last @: an @ further on, in a query, hides more than it must, in a
+	// message about a broken URL.
 	user := userPart(s)
-	i := strings.Index(user, ":")
-	if i < 0 {
+	if user == "" {
 		return s
 	}
+	masked := "xxxxx"
+	if i := strings.Index(user, ":"); i >= 0 {
+		masked = user[:i+1] + "xxxxx"
+	}
 	at := strings.LastIndex(s, "@")
-	return s[:at-len(user)] + user[:i+1] + "xxxxx" + s[at:]
+	return s[:at-len(user)] + masked + s[at:]
 }
 
-// URLPassword is the password in s's user part, or "": it is a secret
+// URLSecret is the credential in s's user part: its password, or the user
+// name when there is no password; "" when there is neither. It is a secret
 // like any other, to be scrubbed from text that comes back from outside.
-func URLPassword(s string) string {
+func URLSecret(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.User == nil {
 		return ""
 	}
-	p, _ := u.User.Password()
-	return p
+	if p, ok := u.User.Password(); ok {
+		return p
+	}
+	return u.User.Username()
+}
+
+// StrayAt is the error for a URL that parsed with an @ outside its user
+// part: a password holding / ? or # made the parser read the rest as the
+// host (a port of letters), the path or the fragment, and the URL would
+// go to the wrong place with no credentials.
+func StrayAt(s string, u *url.URL) error {
+	if u.User == nil && strings.Contains(s, "@") {
+		return fmt.Errorf("%q has an @ outside its user part; write it as scheme://user:password@host, with any / ? # @ %% in the password written %%2F %%3F %%23 %%40 %%25", ShowURL(s))
+	}
+	return nil
 }
 
 // ParseProblem is why url.Parse refused s, in words that do not repeat s:

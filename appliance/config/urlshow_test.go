@@ -25,6 +25,10 @@ func TestAURLsPasswordStaysOutOfErrors(t *testing.T) {
 		// Without a scheme, the user reads as the scheme and the rest as
 		// opaque, which url.URL.Redacted shows as it is.
 		{"no scheme", `{"providers":{"openai":{"proxy":"bob:s3cretpw@proxy.lan:3128"}}}`, "must start with http://"},
+		// These parse: the password's # or / made the rest a fragment or
+		// a path, and its start the port of a host named bob.
+		{"parses with a fragment", `{"providers":{"openai":{"api_base":"https://bob:1234#s3cretpw@llm.lan/v1"}}}`, "outside its user part"},
+		{"parses with a path", `{"providers":{"openai":{"proxy":"http://bob:8080/s3cretpw@proxy.lan:3128"}}}`, "outside its user part"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -54,25 +58,31 @@ func TestAnEnvironmentVariablesURLPasswordStaysOut(t *testing.T) {
 func TestShowURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"http://bob:pw@proxy:3128":       "http://bob:xxxxx@proxy:3128",
-		"http://bob@proxy:3128":          "http://bob@proxy:3128",
+		"http://bob@proxy:3128":          "http://xxxxx@proxy:3128", // a user name alone may be a key
 		"http://proxy:3128":              "http://proxy:3128",
 		"http://bob:pw@proxy:3128/%zz":   "http://bob:xxxxx@proxy:3128/%zz",
 		"http://bob:p@w@proxy/%zz#x@y":   "http://bob:xxxxx@y", // more hidden than need be
 		"not a url at all %zz":           "not a url at all %zz",
 		"socks5://u:%zz@proxy:1080":      "socks5://u:xxxxx@proxy:1080",
-		"https://llm.lan/v1?key=a:b@c/d": "https://llm.lan/v1?key=a:b@c/d",
+		"https://llm.lan/v1?key=a:b@c/d": "https://llm.lan/v1?key=a:xxxxx@c/d", // more hidden than need be
 		"http://bob:p/w@proxy:3128":      "http://bob:xxxxx@proxy:3128",
 		"http://bob:p?w#x@proxy:3128/a":  "http://bob:xxxxx@proxy:3128/a",
 		"bob:pw@proxy:3128":              "bob:xxxxx@proxy:3128",
+		"https://bob:1234#x@llm.lan/v1":  "https://bob:xxxxx@llm.lan/v1",
+		"https://sk-token@llm.lan/v1":    "https://xxxxx@llm.lan/v1",
+		"https://sk-token@llm.lan/%zz":   "https://xxxxx@llm.lan/%zz",
 	} {
 		if got := ShowURL(in); got != want {
 			t.Errorf("ShowURL(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if p := URLPassword("http://bob:pw%40x@proxy:3128"); p != "pw@x" {
-		t.Errorf("URLPassword = %q, want pw@x", p)
+	if p := URLSecret("http://bob:pw%40x@proxy:3128"); p != "pw@x" {
+		t.Errorf("URLSecret = %q, want pw@x", p)
 	}
-	if p := URLPassword("http://proxy:3128"); p != "" {
-		t.Errorf("URLPassword of a URL without one = %q", p)
+	if p := URLSecret("https://sk-token@llm.lan/v1"); p != "sk-token" {
+		t.Errorf("URLSecret of a user name alone = %q, want it", p)
+	}
+	if p := URLSecret("http://proxy:3128"); p != "" {
+		t.Errorf("URLSecret of a URL without one = %q", p)
 	}
 }

@@ -147,6 +147,9 @@ func checkURL(s string) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("URL %q must start with http:// or https://", ShowURL(s))
 	}
+	if err := StrayAt(s, u); err != nil {
+		return fmt.Errorf("URL %w", err)
+	}
 	if u.Host == "" {
 		return fmt.Errorf("URL %q has no host", ShowURL(s))
 	}
@@ -162,6 +165,9 @@ func checkProxy(s string) error {
 	case "http", "https", "socks5", "socks5h":
 	default:
 		return fmt.Errorf("proxy URL %q must start with http://, https:// or socks5://", ShowURL(s))
+	}
+	if err := StrayAt(s, u); err != nil {
+		return fmt.Errorf("proxy URL %w", err)
 	}
 	if _, _, err := net.SplitHostPort(u.Host); err != nil && u.Hostname() == "" {
 		return fmt.Errorf("proxy URL %q has no host", ShowURL(s))

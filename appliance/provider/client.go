@@ -166,7 +166,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 		name:        choice.Name,
 		choice:      choice,
 		key:         p.APIKey.Value(),
-		secrets:     append([]string{p.APIKey.Value(), config.URLPassword(p.Proxy), config.URLPassword(p.APIBase)}, o.Secrets...),
+		secrets:     append([]string{p.APIKey.Value(), config.URLSecret(p.Proxy), config.URLSecret(p.APIBase)}, o.Secrets...),
 		auth:        auth,
 		base:        base,
 		chatURL:     base + "/chat/completions",

@@ -110,5 +110,8 @@ func checkBase(base string) error {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("malformed URL %q: want http(s)://host/path", config.ShowURL(base))
 	}
+	if err := config.StrayAt(base, u); err != nil {
+		return fmt.Errorf("malformed URL %w", err)
+	}
 	return nil
 }

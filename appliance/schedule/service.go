@@ -318,7 +318,7 @@ func (s *Service) fire(id string) {
 	result := out
 	switch {
 	case stopped:
-	case errors.Is(ctx.Err(), context.Canceled):
+	case err != nil && errors.Is(ctx.Err(), context.Canceled):
 		s.log.Info("cron job removed while it ran; its run was stopped", "job", id)
 	case err != nil:
 		result = "error: " + err.Error()

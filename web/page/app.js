@@ -319,23 +319,28 @@
         continue;
       }
       if (rich) {
-        const item = line.length <= 4000 && line.match(/^( *)(?:([-*+])|(\d{1,9})[.)]) +(.*)$/);
+        const item = line.length <= 4000 && line.match(/^( *)(?:([-*+])|(\d{1,9})[.)])( +)(.*)$/);
         const head = line.length <= 4000 && line.match(/^ {0,3}#{1,6} +(.*?)(?: +#+)? *$/);
         if (item && (item[1].length <= 3 || lists.length)) {
           flush();
+          // An item nests when it starts at or past the text of the item
+          // above (its content column, as in CommonMark): a stray space
+          // does not nest it.
           const indent = item[1].length, tag = item[2] ? 'ul' : 'ol';
+          const content = indent + (item[2] ? 1 : item[3].length + 1) + Math.min(item[4].length, 4);
           while (lists.length && lists[lists.length - 1].indent > indent) lists.pop();
           let top = lists[lists.length - 1];
-          if (!top || indent > top.indent || top.el.tagName.toLowerCase() !== tag) {
-            if (top && indent <= top.indent) lists.pop(); // another kind of list beside it
+          const nest = top && indent >= top.content;
+          if (!top || nest || top.el.tagName.toLowerCase() !== tag) {
+            if (top && !nest) lists.pop(); // another kind of list beside it
             const l = el(tag);
             if (tag === 'ol' && item[3] !== '1') l.start = Number(item[3]);
             const outer = lists[lists.length - 1];
             (outer ? outer.el.lastElementChild : into).appendChild(l);
-            lists.push(top = { el: l, indent });
+            lists.push(top = { el: l, indent, content });
           }
           const li = el('li');
-          inline(li, item[4], true);
+          inline(li, item[5], true);
           top.el.appendChild(li);
           continue;
         }
