@@ -105,7 +105,8 @@ func FuzzTelegramHTMLIsAlwaysValid(f *testing.F) {
 // candidate and each character finds.
 func TestInnerDoubleReadsEachRunOnce(t *testing.T) {
 	// scan is the close a candidate's own scan finds: the first run of
-	// two after a non-space, pairs taken left to right.
+	// two or three after a non-space, pairs taken left to right (a longer
+	// run is text).
 	scan := func(s string, j int, marker string) (int, bool) {
 		if !doubleOpens(s, j, marker) {
 			return 0, false
@@ -117,6 +118,10 @@ func TestInnerDoubleReadsEachRunOnce(t *testing.T) {
 				return -1, false
 			}
 			k += from
+			if longRun(content, k) { // a run that is text
+				from = runEnd(content, k)
+				continue
+			}
 			if k > 0 && content[k-1] != ' ' {
 				return j + 2 + k + 2, true
 			}
@@ -136,6 +141,10 @@ func TestInnerDoubleReadsEachRunOnce(t *testing.T) {
 				return -1
 			}
 			j += from
+			if longRun(s, j) {
+				from = runEnd(s, j)
+				continue
+			}
 			if inner {
 				end, ok := scan(s, j, marker)
 				if ok {

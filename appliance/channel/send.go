@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -169,6 +170,12 @@ func Prepare(markdown string, f Format) []Part {
 		worst := 0 // the longest rendered part past the limit
 		for _, c := range splitMeasured(markdown, limit, f.measure, f.Render != nil) {
 			p := Part{Text: c, Plain: plain(c)}
+			if strings.TrimSpace(p.Plain) == "" {
+				// Nothing shows (an empty code block, blank inline
+				// code): Telegram refuses an empty message for good,
+				// and the rest of the answer with it.
+				continue
+			}
 			if f.Render != nil {
 				p.Text, p.Formatted = f.Render(c), true
 			}
@@ -213,12 +220,21 @@ type Sender struct {
 	State *State
 	// Attempts bounds tries per call (default 5).
 	Attempts int
-	// MaxWait bounds a single wait a 429 asks for (default 2 min); a
-	// longer one fails the send for now.
+	// MaxWait bounds a single wait a 429 asks for (default
+	// DefaultMaxWait); a longer one fails the send for now, and the reply
+	// waits in its inbox entry for the sweeper.
 	MaxWait time.Duration
 	// Backoff spaces transient retries (default 500 ms to 30 s).
 	Backoff Backoff
 }
+
+// DefaultMaxWait is the longest 429 a send sits out. A channel's replies
+// go out one after the other, so a chat the platform slowed down for a
+// minute (a busy Telegram group, a Discord channel's bucket) held every
+// other chat of the channel for that minute; past this wait the reply
+// waits in the inbox instead, the sweeper sends it when the platform
+// allows, and later replies to the same chat wait behind it.
+const DefaultMaxWait = 5 * time.Second
 
 // Do calls fn until it succeeds, fails for good, or runs out of attempts,
 // waiting as its errors ask. what names the call in logs ("sendMessage").
@@ -229,7 +245,7 @@ func (s *Sender) Do(ctx context.Context, what string, fn func(ctx context.Contex
 	}
 	maxWait := s.MaxWait
 	if maxWait <= 0 {
-		maxWait = 2 * time.Minute
+		maxWait = DefaultMaxWait
 	}
 	b := s.Backoff
 	if b.Min == 0 {

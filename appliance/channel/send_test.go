@@ -189,3 +189,61 @@ func TestPrepareLeavesNoSliversWhenMarkupGrows(t *testing.T) {
 		}
 	}
 }
+
+// TestALongRunOfStarsIsText: a line of thousands of * or _ (a rule, a
+// form's blanks) is text. Read as spans nested thousands deep, with each
+// cut closing and reopening all of them, 5,000 stars went out as 112
+// Telegram messages of "**" each (1,335 on Discord), after seconds of
+// work in the channel's only sender, and 16 KB did not finish.
+func TestALongRunOfStarsIsText(t *testing.T) {
+	for _, f := range []struct {
+		name string
+		f    Format
+	}{
+		{"telegram", Format{Limit: 4096, Render: TelegramHTML}},
+		{"slack", Format{Limit: 4000, Render: SlackMrkdwn}},
+		{"discord", Format{Limit: 2000, Render: DiscordMarkdown}},
+	} {
+		for _, text := range []string{strings.Repeat("*", 16000), strings.Repeat("_", 8000), "Sign here: " + strings.Repeat("_", 40) + " **today**"} {
+			start := time.Now()
+			parts := Prepare(text, f.f)
+			took := time.Since(start)
+			want := (len(text) + f.f.Limit - 1) / f.f.Limit
+			if len(parts) > want || took > time.Second {
+				t.Errorf("%s: %d bytes of %q went out as %d parts (want %d) after %v", f.name, len(text), text[:1], len(parts), want, took)
+			}
+			var shown strings.Builder
+			for _, p := range parts {
+				shown.WriteString(p.Plain)
+			}
+			if got := noSpace(shown.String()); got != noSpace(strings.ReplaceAll(text, "**today**", "today")) {
+				t.Errorf("%s: %q shows as %.60q…", f.name, text[:min(len(text), 40)], got)
+			}
+		}
+	}
+	if got := TelegramHTML("Sign here: ______ **today** and ****"); got != "Sign here: ______ <b>today</b> and ****" {
+		t.Errorf("blanks and a bold word: %q", got)
+	}
+}
+
+// TestAPartThatShowsNothingIsNotSent: an empty code block renders as
+// <pre></pre>, which Telegram refuses as an empty message, for good: the
+// reply was dropped, the text around it too.
+func TestAPartThatShowsNothingIsNotSent(t *testing.T) {
+	f := Format{Limit: 4096, Render: TelegramHTML}
+	for _, md := range []string{strings.Repeat("`", 69), "```\n```", "` ` ` `"} {
+		if parts := Prepare(md, f); len(parts) != 0 {
+			t.Errorf("%q: %d parts, the first %q; want none", md, len(parts), parts[0].Text)
+		}
+	}
+	f.Limit = 20
+	parts := Prepare("before the block\n```\n```\nafter the block", f)
+	for _, p := range parts {
+		if strings.TrimSpace(p.Plain) == "" {
+			t.Errorf("a blank part among %+v", parts)
+		}
+	}
+	if len(parts) == 0 {
+		t.Error("the text around the empty block is gone")
+	}
+}

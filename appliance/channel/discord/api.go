@@ -33,11 +33,12 @@ const maxAnswer = 1 << 20
 
 // Rate-limit bounds. A 429's wait up to rateWaitMax is sat out here and
 // the call made again, at most rateRetries times; a longer one comes back
-// as a *rateLimitError for the caller to decide (the sender waits up to
-// its own bound, the gateway backs off).
+// as a *rateLimitError for the caller to decide (the sender keeps the
+// reply for later, the gateway backs off). It is the sender's own bound:
+// a wait here holds the replies to every other chat.
 const (
 	rateRetries = 3
-	rateWaitMax = 30 * time.Second
+	rateWaitMax = channel.DefaultMaxWait
 	// rateFallback is the wait of a 429 that says nothing of how long.
 	rateFallback = time.Second
 )

@@ -86,7 +86,7 @@ func TestRESTGlobalRateLimitHoldsEveryRoute(t *testing.T) {
 func TestRESTContextEndsRateLimitWait(t *testing.T) {
 	f := newFake(t)
 	c := testREST(f.APIBase(), f.Token)
-	f.RateLimit("user", 20*time.Second)
+	f.RateLimit("user", 4*time.Second) // within what the client sits out
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()

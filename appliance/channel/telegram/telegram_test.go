@@ -849,3 +849,21 @@ func TestAnAlbumIsOneMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestARateLimitedChatHoldsUpNoOtherChat: Telegram slows one group down
+// for a minute; a private chat's answer meanwhile goes out at once, and
+// the group's after the wait. The channel's one sender sat out the
+// minute, and every chat of the channel waited with it.
+func TestARateLimitedChatHoldsUpNoOtherChat(t *testing.T) {
+	fake := newFake(t)
+	h, _ := start(t, fake, channeltest.Options{}, nil, fastOptions())
+	fake.FailNext("sendMessage", telegramtest.Failure{Code: 429, Description: "Too Many Requests: retry after 60", RetryAfter: 60})
+	fake.Add(telegramtest.Message{From: alice, Text: "slowed down"})
+	channeltest.Eventually(t, 5*time.Second, "the first reply to meet the rate limit", func() bool { return fake.FailuresLeft("sendMessage") == 0 })
+	fake.Add(telegramtest.Message{From: bob, Text: "hello"})
+	sent := fake.WaitSent(1, 3*time.Second)
+	if len(sent) != 1 || sent[0].ChatID != "99" {
+		t.Fatalf("sent %+v within 3 s; want Bob's answer while Alice's chat waits out its minute", sent)
+	}
+	channeltest.Eventually(t, 5*time.Second, "the inbox to hold Alice's message alone, its reply kept for later", func() bool { return inboxLen(t, h) == 1 })
+}

@@ -155,6 +155,14 @@ func (s *Server) FailNext(method string, f ...Failure) {
 	s.set(func() { s.fail[method] = append(s.fail[method], f...) })
 }
 
+// FailuresLeft is how many of the failures FailNext queued for method
+// are still to be answered.
+func (s *Server) FailuresLeft(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.fail[method])
+}
+
 func (s *Server) set(fn func()) {
 	s.mu.Lock()
 	fn()
